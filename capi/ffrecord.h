@@ -1,0 +1,141 @@
+/*
+ * ffrecord.h — the C ABI of libffrecord, the Go core of ffrecord.
+ *
+ * This header is the contract: the Python package (ffrecord/_lib.py) declares exactly
+ * these signatures with ctypes. Change both together, and bump FFR_ABI_VERSION on any
+ * incompatible change.
+ *
+ * Conventions
+ *   - Every function returns an int32_t status: FFR_OK (0) or a negative FFR_E_* class.
+ *   - On failure, the message of the error is kept per calling OS thread; fetch it with
+ *     ffr_errmsg() from the same thread before the next failing call on that thread.
+ *   - Readers and writers are int64_t handles (> 0) into a table guarded inside the
+ *     library. No pointer into library memory is ever returned. Pointers passed in are
+ *     used only for the duration of the call and never kept.
+ *   - Sample indices are 0-based uint64_t over the whole dataset (all files of a reader).
+ *   - Handles are safe to use from many threads at once. A handle is closed exactly once;
+ *     using it afterwards returns FFR_E_CLOSED (or FFR_E_HANDLE if never valid).
+ *   - The library holds a Go runtime. It does not survive fork(): a child process must load
+ *     its own copy of the library (from a different inode) and reopen what it needs.
+ */
+#ifndef FFRECORD_H
+#define FFRECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FFR_ABI_VERSION 1
+
+/* Status codes. The Python mapping is given for each. */
+#define FFR_OK            0
+#define FFR_E_INVALID    -1 /* bad argument or API misuse            -> ValueError        */
+#define FFR_E_INDEX      -2 /* sample index out of range              -> IndexError        */
+#define FFR_E_IO         -3 /* operating-system error                 -> OSError           */
+#define FFR_E_NOTFOUND   -4 /* a path does not exist                  -> FileNotFoundError */
+#define FFR_E_CORRUPT    -5 /* structure of a file is broken          -> CorruptFileError  */
+#define FFR_E_CHECKSUM   -6 /* a stored CRC-32 does not match         -> CorruptFileError  */
+#define FFR_E_CLOSED     -7 /* handle was closed                      -> ValueError        */
+#define FFR_E_HANDLE     -8 /* handle was never valid                 -> ValueError        */
+#define FFR_E_SHORTBUF   -9 /* destination buffer too small           -> ValueError        */
+#define FFR_E_INTERNAL  -10 /* a bug in the library (a recovered panic) -> RuntimeError   */
+
+/* Reader open flags. */
+#define FFR_CHECK_DATA  1u /* validate metadata CRC at open and each sample's CRC on read */
+#define FFR_DIRECT      2u /* read sample data with O_DIRECT (page cache bypassed)        */
+
+/* Writer compression (see core's format spec for the extension record). */
+#define FFR_COMPRESS_NONE 0
+#define FFR_COMPRESS_LZ4  1
+
+/* ---- library ------------------------------------------------------------------------ */
+
+/* Copies the library version ("1.2.3") into buf, always NUL-terminated (truncated to len-1).
+ * Returns FFR_ABI_VERSION (> 0) — the one function whose result is not a status. */
+int32_t ffr_version(char *buf, size_t len);
+
+/* Copies the calling thread's last error message into buf, always NUL-terminated when
+ * len > 0, and clears it. Returns the full message length in bytes (excluding the NUL),
+ * 0 when there is none. */
+int32_t ffr_errmsg(char *buf, size_t len);
+
+/* Number of reader and writer handles currently open (for leak checks). */
+int32_t ffr_open_handles(uint64_t *count);
+
+/* ---- writer ------------------------------------------------------------------------- */
+
+/* Starts writing a file of exactly n samples at path (UTF-8). Data goes to a temporary file
+ * beside path; path itself appears only at a successful ffr_writer_close. n ==
+ * UINT64_MAX means "count not known in advance" (samples are staged, the header is
+ * written at close). */
+int32_t ffr_writer_create(const char *path, uint64_t n, int32_t compression, int64_t *handle);
+
+/* Appends one sample of len bytes. len may be 0 (data may then be NULL). */
+int32_t ffr_writer_write(int64_t handle, const void *data, uint64_t len);
+
+/* Number of samples written so far. */
+int32_t ffr_writer_count(int64_t handle, uint64_t *count);
+
+/* Writes the header, fsyncs and renames the file into place; frees the handle whether it
+ * succeeds or not. Fails with FFR_E_INVALID (and leaves nothing at path) when fewer than n
+ * samples were written. */
+int32_t ffr_writer_close(int64_t handle);
+
+/* Discards everything written and frees the handle; nothing is left at path. */
+int32_t ffr_writer_abort(int64_t handle);
+
+/* ---- reader ------------------------------------------------------------------------- */
+
+/* Opens npaths paths (UTF-8) as one dataset, in the order given. A path that is a
+ * directory stands for its *.ffr files sorted by name. flags: FFR_CHECK_DATA | FFR_DIRECT. */
+int32_t ffr_reader_open(const char *const *paths, uint64_t npaths, uint32_t flags,
+                        int64_t *handle);
+
+/* Total number of samples. */
+int32_t ffr_reader_len(int64_t handle, uint64_t *n);
+
+/* Number of files behind the reader, after directory expansion. */
+int32_t ffr_reader_nfiles(int64_t handle, uint64_t *nfiles);
+
+/* Copies the name of file i (as opened, after directory expansion) into buf, always
+ * NUL-terminated; *needed receives the full length in bytes (excluding the NUL).
+ * Returns FFR_E_SHORTBUF when len <= *needed. */
+int32_t ffr_reader_fname(int64_t handle, uint64_t i, char *buf, size_t len, size_t *needed);
+
+/* Number of samples in each file, into counts[0 .. nfiles). */
+int32_t ffr_reader_file_counts(int64_t handle, uint64_t *counts, uint64_t nfiles);
+
+/* Warnings raised at open (e.g. a legacy file whose metadata checksum is 0), one per line,
+ * copied like ffr_reader_fname. Empty when there are none. */
+int32_t ffr_reader_warnings(int64_t handle, char *buf, size_t len, size_t *needed);
+
+/* sizes[k] = size in bytes of sample indices[k], as ffr_reader_read_batch returns it
+ * (the original size for compressed samples). */
+int32_t ffr_reader_sizes(int64_t handle, const uint64_t *indices, uint64_t n, uint64_t *sizes);
+
+/* Reads samples indices[0..n) into dst, back to back in the order given (duplicates
+ * allowed), and sets sizes[k] as ffr_reader_sizes does. When dst_len is smaller than the
+ * total, returns FFR_E_SHORTBUF with sizes filled and nothing read. With FFR_CHECK_DATA, every
+ * sample's CRC is verified. One call releases the caller for the whole batch: the library
+ * decides how many reads to keep in flight. */
+int32_t ffr_reader_read_batch(int64_t handle, const uint64_t *indices, uint64_t n, void *dst,
+                              uint64_t dst_len, uint64_t *sizes);
+
+/* Checks the metadata and the CRC of every sample in [start, start+count), whatever the
+ * reader's flags. Indices of bad samples are written to bad[0 .. min(*nbad, bad_cap)),
+ * *nbad receives how many were bad. Returns FFR_OK even when samples are bad (the caller
+ * inspects *nbad); a failure to read at all is an error status. */
+int32_t ffr_reader_verify(int64_t handle, uint64_t start, uint64_t count, uint64_t *bad,
+                          uint64_t bad_cap, uint64_t *nbad);
+
+/* Closes the reader. Closing an already closed handle returns FFR_OK. */
+int32_t ffr_reader_close(int64_t handle);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FFRECORD_H */

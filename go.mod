@@ -1,0 +1,9 @@
+module github.com/ffrecord/ffrecord
+
+go 1.26.8
+
+require (
+	github.com/klauspost/crc32 v1.3.0 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
