@@ -14,7 +14,11 @@
  *     used only for the duration of the call and never kept.
  *   - Sample indices are 0-based uint64_t over the whole dataset (all files of a reader).
  *   - Handles are safe to use from many threads at once. A handle is closed exactly once;
- *     using it afterwards returns FFR_E_CLOSED (or FFR_E_HANDLE if never valid).
+ *     using it afterwards returns FFR_E_CLOSED (or FFR_E_HANDLE if never valid). Reader and
+ *     writer handles never coincide: a writer handle given to a reader function (or the
+ *     reverse) is FFR_E_HANDLE.
+ *   - Output pointers (handle, count, n, needed, nbad, ...) must not be NULL; an input array
+ *     may be NULL only when its length is 0. Otherwise the call fails with FFR_E_INVALID.
  *   - The library holds a Go runtime. It does not survive fork(): a child process must load
  *     its own copy of the library (from a different inode) and reopen what it needs.
  */
@@ -59,7 +63,8 @@ int32_t ffr_version(char *buf, size_t len);
 
 /* Copies the calling thread's last error message into buf, always NUL-terminated when
  * len > 0, and clears it. Returns the full message length in bytes (excluding the NUL),
- * 0 when there is none. */
+ * 0 when there is none. With buf NULL or len 0 it only returns the length and keeps the
+ * message, so a caller can size its buffer first. A successful call does not clear it. */
 int32_t ffr_errmsg(char *buf, size_t len);
 
 /* Number of reader and writer handles currently open (for leak checks). */
@@ -81,7 +86,8 @@ int32_t ffr_writer_count(int64_t handle, uint64_t *count);
 
 /* Writes the header, fsyncs and renames the file into place; frees the handle whether it
  * succeeds or not. Fails with FFR_E_INVALID (and leaves nothing at path) when fewer than n
- * samples were written. */
+ * samples were written. Unlike ffr_reader_close, a second close (or abort) of a writer
+ * returns FFR_E_CLOSED. */
 int32_t ffr_writer_close(int64_t handle);
 
 /* Discards everything written and frees the handle; nothing is left at path. */
@@ -102,10 +108,13 @@ int32_t ffr_reader_nfiles(int64_t handle, uint64_t *nfiles);
 
 /* Copies the name of file i (as opened, after directory expansion) into buf, always
  * NUL-terminated; *needed receives the full length in bytes (excluding the NUL).
- * Returns FFR_E_SHORTBUF when len <= *needed. */
+ * Returns FFR_E_SHORTBUF when len <= *needed (buf may be NULL with len 0 to ask for the
+ * length), FFR_E_INDEX when i >= nfiles. */
 int32_t ffr_reader_fname(int64_t handle, uint64_t i, char *buf, size_t len, size_t *needed);
 
-/* Number of samples in each file, into counts[0 .. nfiles). */
+/* Number of samples in each file, into counts[0 .. nfiles of the reader). The nfiles
+ * argument is the capacity of counts: FFR_E_SHORTBUF when it is less than
+ * ffr_reader_nfiles gives; entries beyond that are left alone. */
 int32_t ffr_reader_file_counts(int64_t handle, uint64_t *counts, uint64_t nfiles);
 
 /* Warnings raised at open (e.g. a legacy file whose metadata checksum is 0), one per line,
@@ -118,16 +127,19 @@ int32_t ffr_reader_sizes(int64_t handle, const uint64_t *indices, uint64_t n, ui
 
 /* Reads samples indices[0..n) into dst, back to back in the order given (duplicates
  * allowed), and sets sizes[k] as ffr_reader_sizes does. When dst_len is smaller than the
- * total, returns FFR_E_SHORTBUF with sizes filled and nothing read. With FFR_CHECK_DATA, every
- * sample's CRC is verified. One call releases the caller for the whole batch: the library
- * decides how many reads to keep in flight. */
+ * total, returns FFR_E_SHORTBUF with sizes filled and nothing read (dst may be NULL with
+ * dst_len 0). With FFR_CHECK_DATA, every sample's CRC is verified. One call releases the
+ * caller for the whole batch: the library decides how many reads to keep in flight. */
 int32_t ffr_reader_read_batch(int64_t handle, const uint64_t *indices, uint64_t n, void *dst,
                               uint64_t dst_len, uint64_t *sizes);
 
 /* Checks the metadata and the CRC of every sample in [start, start+count), whatever the
- * reader's flags. Indices of bad samples are written to bad[0 .. min(*nbad, bad_cap)),
+ * reader's flags. Indices of bad samples are written, in ascending order, to
+ * bad[0 .. min(*nbad, bad_cap)) (bad may be NULL with bad_cap 0 to only count them);
  * *nbad receives how many were bad. Returns FFR_OK even when samples are bad (the caller
- * inspects *nbad); a failure to read at all is an error status. */
+ * inspects *nbad). When the metadata of a file is damaged, every sample is still checked
+ * and bad and *nbad filled, then FFR_E_CHECKSUM or FFR_E_CORRUPT is returned. A range beyond
+ * the dataset is FFR_E_INDEX; a failure to read at all is an error status. */
 int32_t ffr_reader_verify(int64_t handle, uint64_t start, uint64_t count, uint64_t *bad,
                           uint64_t bad_cap, uint64_t *nbad);
 

@@ -11,6 +11,7 @@
 //	+----------------+---------+--------------------+------------------+-------------+
 //	0                4         12                   12+4N              12+12N
 //
+// where:
 //   - meta checksum is the CRC-32/IEEE (zlib's crc32) of bytes 4 … 12+12N, that is of
 //     N, the sample checksums and the sample offsets, in that order. A stored value of 0
 //     marks a file from an old writer: such files are read without metadata validation.
@@ -18,6 +19,44 @@
 //   - sample offset i is the absolute file offset of sample i. Offset 0 equals the header
 //     size 12+12N; offsets never decrease; sample i ends where sample i+1 starts and the
 //     last sample ends at end of file. Empty samples are allowed.
+//
+// # Compressed files: the extension record
+//
+// A file written with CompressLZ4 is still a valid file of the base format above, so
+// the reference implementation opens it and validates its header and every checksum
+// (checksums cover the bytes as stored). What it adds lives in the data: sample i is
+// stored either raw or as one LZ4 block (github.com/pierrec/lz4/v4 block format, no
+// frame), and one more sample, the extension record, follows the M user samples
+// (N = M+1):
+//
+//	offset      size   field
+//	0           8      magic "\x89FFRext\x1a"
+//	8           4      version, u32 = 1
+//	12          4      reserved, u32 = 0
+//	16          8      M, u64: the number of user samples, N − 1
+//	24          8·M    original size of each sample, u64
+//	24+8M       M      codec of each sample, u8: 0 raw, 1 LZ4 block
+//	24+9M       4      CRC-32/IEEE of bytes 0 … 24+9M of the record
+//
+// A reader treats the last sample as an extension record when it starts with the magic,
+// its length is exactly 28+9M, M = N−1, and its own CRC matches; it then shows M samples
+// and returns their original bytes. A last sample that starts with the magic and has the
+// right length but a wrong CRC (or an unknown version) is a damaged record (ErrChecksum,
+// ErrCorrupt); any other last sample is ordinary user data. A raw sample's stored size
+// must equal its original size. Samples that LZ4 does not shrink, empty samples and samples
+// over 256 MiB are stored raw. Files written without compression never carry the record
+// and are byte for byte what the reference writes.
+//
+// # Writing
+//
+// A Writer streams samples to a temporary file beside the final path, named
+// ".<name>.tmp-<random>" (never matching *.ffr, hidden from directory datasets), created
+// with mode 0644 less the umask. Close writes the header, fsyncs the file, renames it over
+// the final path and fsyncs the directory, so a crash or kill never leaves a partial file
+// at the path. With UnknownCount the header size is not known while samples arrive: the
+// data is staged in a first temporary file and copied behind the header into a second
+// one at Close (copy_file_range, in the kernel), which costs one more write of all the
+// data and, for the length of Close, disk space for two copies.
 //
 // The constants in format.go are the format: changing any of them makes files that the
 // reference implementation (HFAiLab ffrecord) and every earlier release cannot read, and

@@ -1,0 +1,429 @@
+package abi
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// checkGolden reads every sample of golden file name through h, whose samples start at
+// global index first, and compares them with the manifest.
+func checkGolden(t *testing.T, m manifest, h int64, first uint64, name string) {
+	t.Helper()
+	want := m.Files[name].Samples
+	if len(want) == 0 {
+		t.Fatalf("manifest has no samples for %s", name)
+	}
+	indices := make([]uint64, len(want))
+	for i := range indices {
+		indices[i] = first + uint64(i)
+	}
+	for i, s := range readBatch(t, h, indices...) {
+		if len(s) != want[i].Len || sha(s) != want[i].Sha256 {
+			t.Errorf("%s sample %d: %d bytes, sha256 %s; want %d bytes, %s", name, i, len(s), sha(s), want[i].Len, want[i].Sha256)
+		}
+	}
+}
+
+func readerLen(t *testing.T, h int64) uint64 {
+	t.Helper()
+	var n uint64
+	must(t, func() int32 { return ReaderLen(h, unsafe.Pointer(&n)) })
+	return n
+}
+
+func readerFiles(t *testing.T, h int64) ([]string, []uint64) {
+	t.Helper()
+	var nfiles uint64
+	must(t, func() int32 { return ReaderNfiles(h, unsafe.Pointer(&nfiles)) })
+	names := make([]string, nfiles)
+	for i := range names {
+		names[i] = readText(t, func(buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) int32 {
+			return ReaderFname(h, uint64(i), buf, size, needed)
+		})
+	}
+	counts := make([]uint64, nfiles)
+	must(t, func() int32 { return ReaderFileCounts(h, ptr(counts), nfiles) })
+	return names, counts
+}
+
+// readText fetches a text result the way a caller without a size hint does: probe with an
+// empty buffer, then copy.
+func readText(t *testing.T, f func(buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) int32) string {
+	t.Helper()
+	var needed uintptr
+	expect(t, StatusShortBuf, func() int32 { return f(nil, 0, unsafe.Pointer(&needed)) }, "cannot hold")
+	buf := make([]byte, needed+1)
+	var again uintptr
+	must(t, func() int32 { return f(ptr(buf), uintptr(len(buf)), unsafe.Pointer(&again)) })
+	if again != needed || buf[needed] != 0 {
+		t.Fatalf("needed %d then %d, terminator %#x", needed, again, buf[needed])
+	}
+	return string(buf[:needed])
+}
+
+func TestReaderGoldenFile(t *testing.T) {
+	noLeaks(t)
+	m := loadManifest(t)
+	for _, flags := range []uint32{0, FlagCheckData, FlagDirect, FlagCheckData | FlagDirect} {
+		h := openReader(t, flags, golden("basic.ffr"))
+		if n := readerLen(t, h); n != 25 {
+			t.Fatalf("flags %d: len %d, want 25", flags, n)
+		}
+		names, counts := readerFiles(t, h)
+		if !slices.Equal(names, []string{golden("basic.ffr")}) || !slices.Equal(counts, []uint64{25}) {
+			t.Fatalf("files %v counts %v", names, counts)
+		}
+		checkGolden(t, m, h, 0, "basic.ffr")
+		var needed uintptr = 99
+		buf := []byte{'x'}
+		must(t, func() int32 { return ReaderWarnings(h, ptr(buf), 1, unsafe.Pointer(&needed)) })
+		if needed != 0 || buf[0] != 0 {
+			t.Errorf("warnings of a clean file: needed %d, buffer %q", needed, buf)
+		}
+	}
+}
+
+func TestReaderDirectoryAndLists(t *testing.T) {
+	noLeaks(t)
+	m := loadManifest(t)
+	parts := []string{"multi/PART_00000.ffr", "multi/PART_00001.ffr", "multi/PART_00002.ffr"}
+	h := openReader(t, FlagCheckData, golden("multi"))
+	names, counts := readerFiles(t, h)
+	wantNames := []string{golden(parts[0]), golden(parts[1]), golden(parts[2])}
+	if !slices.Equal(names, wantNames) || !slices.Equal(counts, []uint64{19, 11, 14}) {
+		t.Fatalf("directory: files %v counts %v", names, counts)
+	}
+	if n := readerLen(t, h); n != 44 {
+		t.Fatalf("len %d, want 44", n)
+	}
+	checkGolden(t, m, h, 0, parts[0])
+	checkGolden(t, m, h, 19, parts[1])
+	checkGolden(t, m, h, 30, parts[2])
+
+	// A list is read in the order given, and may mix files with the same file twice.
+	list := openReader(t, 0, wantNames[2], golden("basic.ffr"), wantNames[2])
+	_, counts = readerFiles(t, list)
+	if !slices.Equal(counts, []uint64{14, 25, 14}) {
+		t.Fatalf("list: counts %v", counts)
+	}
+	checkGolden(t, m, list, 0, parts[2])
+	checkGolden(t, m, list, 14, "basic.ffr")
+	checkGolden(t, m, list, 39, parts[2])
+
+	// Indices in any order, with duplicates, across files.
+	batch := readBatch(t, h, 43, 0, 19, 43, 5)
+	for k, g := range []struct {
+		file  string
+		local int
+	}{{parts[2], 13}, {parts[0], 0}, {parts[1], 0}, {parts[2], 13}, {parts[0], 5}} {
+		if sha(batch[k]) != m.Files[g.file].Samples[g.local].Sha256 {
+			t.Errorf("batch entry %d is not %s sample %d", k, g.file, g.local)
+		}
+	}
+}
+
+func TestReaderShortBufferReadsNothing(t *testing.T) {
+	noLeaks(t)
+	h := openReader(t, FlagCheckData, golden("basic.ffr"))
+	indices := []uint64{2, 3}
+	sizes := make([]uint64, 2)
+	dst := bytes.Repeat([]byte{0xEE}, 256+4099-1)
+	expect(t, StatusShortBuf, func() int32 {
+		return ReaderReadBatch(h, ptr(indices), 2, ptr(dst), uint64(len(dst)), ptr(sizes))
+	})
+	if !slices.Equal(sizes, []uint64{256, 4099}) {
+		t.Errorf("sizes %v after a short buffer, want [256 4099]", sizes)
+	}
+	if bytes.Count(dst, []byte{0xEE}) != len(dst) {
+		t.Error("a short buffer was written to")
+	}
+	// A NULL buffer of length 0 is the cheapest way to learn the sizes.
+	expect(t, StatusShortBuf, func() int32 { return ReaderReadBatch(h, ptr(indices), 2, nil, 0, ptr(sizes)) })
+	// An empty batch, or a batch of empty samples, needs no buffer at all.
+	must(t, func() int32 { return ReaderReadBatch(h, nil, 0, nil, 0, nil) })
+	must(t, func() int32 { return ReaderReadBatch(h, ptr([]uint64{0, 0}), 2, nil, 0, ptr(sizes)) })
+	if !slices.Equal(sizes, []uint64{0, 0}) {
+		t.Errorf("sizes %v for two empty samples", sizes)
+	}
+}
+
+func TestReaderIndexOutOfRange(t *testing.T) {
+	noLeaks(t)
+	h := openReader(t, FlagCheckData, golden("basic.ffr"))
+	sizes := make([]uint64, 2)
+	dst := make([]byte, 1<<20)
+	for _, bad := range []uint64{25, 1 << 40, ^uint64(0)} {
+		indices := []uint64{1, bad}
+		expect(t, StatusIndex, func() int32 { return ReaderSizes(h, ptr(indices), 2, ptr(sizes)) })
+		expect(t, StatusIndex, func() int32 {
+			return ReaderReadBatch(h, ptr(indices), 2, ptr(dst), uint64(len(dst)), ptr(sizes))
+		})
+	}
+	var needed uintptr
+	expect(t, StatusIndex, func() int32 { return ReaderFname(h, 1, nil, 0, unsafe.Pointer(&needed)) }, "file 1")
+	var nbad uint64
+	expect(t, StatusIndex, func() int32 { return ReaderVerify(h, 20, 6, nil, 0, unsafe.Pointer(&nbad)) })
+}
+
+func TestReaderBadArguments(t *testing.T) {
+	noLeaks(t)
+	h := openReader(t, 0, golden("basic.ffr"))
+	one := []uint64{1}
+	sizes := make([]uint64, 1)
+	dst := make([]byte, 8)
+	var out uint64
+	var needed uintptr
+	for _, tt := range []struct {
+		name string
+		call func() int32
+		says string
+	}{
+		{"sizes: indices", func() int32 { return ReaderSizes(h, nil, 1, ptr(sizes)) }, "indices is NULL"},
+		{"sizes: sizes", func() int32 { return ReaderSizes(h, ptr(one), 1, nil) }, "sizes is NULL"},
+		{"read: indices", func() int32 { return ReaderReadBatch(h, nil, 1, ptr(dst), 8, ptr(sizes)) }, "indices is NULL"},
+		{"read: sizes", func() int32 { return ReaderReadBatch(h, ptr(one), 1, ptr(dst), 8, nil) }, "sizes is NULL"},
+		{"read: dst", func() int32 { return ReaderReadBatch(h, ptr(one), 1, nil, 8, ptr(sizes)) }, "dst is NULL"},
+		{"read: huge n", func() int32 { return ReaderReadBatch(h, ptr(one), 1<<62, ptr(dst), 8, ptr(sizes)) }, "larger than any buffer"},
+		{"read: huge dst", func() int32 { return ReaderReadBatch(h, ptr(one), 1, ptr(dst), 1<<63, ptr(sizes)) }, "larger than any buffer"},
+		{"len", func() int32 { return ReaderLen(h, nil) }, "n is NULL"},
+		{"nfiles", func() int32 { return ReaderNfiles(h, nil) }, "nfiles is NULL"},
+		{"fname", func() int32 { return ReaderFname(h, 0, ptr(dst), 8, nil) }, "needed is NULL"},
+		{"warnings", func() int32 { return ReaderWarnings(h, ptr(dst), 8, nil) }, "needed is NULL"},
+		{"file counts", func() int32 { return ReaderFileCounts(h, nil, 1) }, "counts is NULL"},
+		{"verify: nbad", func() int32 { return ReaderVerify(h, 0, 1, ptr(sizes), 1, nil) }, "nbad is NULL"},
+		{"verify: bad", func() int32 { return ReaderVerify(h, 0, 1, nil, 1, unsafe.Pointer(&out)) }, "bad is NULL"},
+		{"open: paths", func() int32 { return ReaderOpen(nil, 1, 0, unsafe.Pointer(&out)) }, "paths is NULL"},
+		{"open: a path", func() int32 {
+			return ReaderOpen(ptr([]unsafe.Pointer{cstr(golden("basic.ffr")), nil}), 2, 0, unsafe.Pointer(&out))
+		}, "paths[1] is NULL"},
+		{"open: handle", func() int32 { return ReaderOpen(ptr([]unsafe.Pointer{cstr(golden("basic.ffr"))}), 1, 0, nil) }, "handle is NULL"},
+		{"open: flags", func() int32 {
+			return ReaderOpen(ptr([]unsafe.Pointer{cstr(golden("basic.ffr"))}), 1, 4|FlagCheckData, unsafe.Pointer(&out))
+		}, "unknown flags 0x4"},
+	} {
+		t.Run(tt.name, func(t *testing.T) { expect(t, StatusInvalid, tt.call, tt.says) })
+	}
+	expect(t, StatusShortBuf, func() int32 { return ReaderFname(h, 0, ptr(dst), 8, unsafe.Pointer(&needed)) })
+	if want := golden("basic.ffr"); needed != uintptr(len(want)) || string(dst) != want[:7]+"\x00" {
+		t.Errorf("truncated name %q, needed %d; want %q, %d", dst, needed, want[:7], len(want))
+	}
+	name := golden("basic.ffr")
+	exact := make([]byte, len(name)) // room for the name but not its NUL
+	expect(t, StatusShortBuf, func() int32 {
+		return ReaderFname(h, 0, ptr(exact), uintptr(len(exact)), unsafe.Pointer(&needed))
+	})
+	if string(exact) != name[:len(name)-1]+"\x00" {
+		t.Errorf("name in a buffer one byte short: %q", exact)
+	}
+	expect(t, StatusShortBuf, func() int32 { return ReaderFileCounts(h, ptr(sizes), 0) }, "1 files")
+	counts := []uint64{7, 7, 7}
+	must(t, func() int32 { return ReaderFileCounts(h, ptr(counts), 3) })
+	if !slices.Equal(counts, []uint64{25, 7, 7}) {
+		t.Errorf("counts %v, want [25 7 7] (room beyond nfiles left alone)", counts)
+	}
+}
+
+func TestReaderOpenFailures(t *testing.T) {
+	noLeaks(t)
+	empty := t.TempDir()
+	missing := filepath.Join(empty, "missing.ffr")
+	for _, tt := range []struct {
+		name   string
+		paths  []string
+		flags  uint32
+		status int32
+		says   []string
+	}{
+		{"missing file", []string{missing}, FlagCheckData, StatusNotFound, []string{missing}},
+		{"missing among others", []string{golden("basic.ffr"), missing}, 0, StatusNotFound, []string{missing}},
+		{"empty directory", []string{empty}, 0, StatusInvalid, []string{empty}},
+		{"no paths", nil, 0, StatusInvalid, nil},
+		{"header cut short", []string{golden("truncated_header.ffr")}, 0, StatusCorrupt, []string{"truncated_header.ffr"}},
+		{"header cut short, checked", []string{golden("truncated_header.ffr")}, FlagCheckData, StatusCorrupt, []string{"truncated_header.ffr"}},
+		{"metadata checksum", []string{golden("corrupt_header.ffr")}, FlagCheckData, StatusChecksum, []string{"corrupt_header.ffr", "checksum"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, r := tryOpen(tt.flags, tt.paths...)
+			if r.status != tt.status {
+				t.Fatalf("status %d (%s), want %d", r.status, r.msg, tt.status)
+			}
+			for _, s := range tt.says {
+				if !strings.Contains(r.msg, s) {
+					t.Errorf("message %q does not mention %q", r.msg, s)
+				}
+			}
+		})
+	}
+}
+
+func TestReaderCorruptSample(t *testing.T) {
+	noLeaks(t)
+	m := loadManifest(t)
+	checked := openReader(t, FlagCheckData, golden("corrupt_sample.ffr"))
+	sizes := make([]uint64, 1)
+	dst := make([]byte, 256)
+	expect(t, StatusChecksum, func() int32 {
+		return ReaderReadBatch(checked, ptr([]uint64{2}), 1, ptr(dst), uint64(len(dst)), ptr(sizes))
+	}, "corrupt_sample.ffr", "sample 2", "checksum")
+	for _, i := range []uint64{1, 3, 24} {
+		if s := readBatch(t, checked, i)[0]; sha(s) != m.Files["basic.ffr"].Samples[i].Sha256 {
+			t.Errorf("sample %d of corrupt_sample.ffr is not basic.ffr's", i)
+		}
+	}
+	unchecked := openReader(t, 0, golden("corrupt_sample.ffr"))
+	if s := readBatch(t, unchecked, 2)[0]; len(s) != 256 || sha(s) == m.Files["basic.ffr"].Samples[2].Sha256 {
+		t.Errorf("unchecked read of the damaged sample: %d bytes, sha %s", len(s), sha(s))
+	}
+
+	for _, h := range []int64{checked, unchecked} {
+		bad := []uint64{99, 99}
+		var nbad uint64
+		must(t, func() int32 { return ReaderVerify(h, 0, 25, ptr(bad), 2, unsafe.Pointer(&nbad)) })
+		if nbad != 1 || bad[0] != 2 || bad[1] != 99 {
+			t.Errorf("verify: nbad %d, bad %v; want 1, [2 99]", nbad, bad)
+		}
+		must(t, func() int32 { return ReaderVerify(h, 0, 25, nil, 0, unsafe.Pointer(&nbad)) })
+		if nbad != 1 {
+			t.Errorf("verify with no room: nbad %d, want 1", nbad)
+		}
+		must(t, func() int32 { return ReaderVerify(h, 3, 22, nil, 0, unsafe.Pointer(&nbad)) })
+		if nbad != 0 {
+			t.Errorf("verify of [3, 25): nbad %d, want 0", nbad)
+		}
+	}
+}
+
+func TestReaderVerifyCleanAndCapped(t *testing.T) {
+	noLeaks(t)
+	var nbad uint64 = 99
+	h := openReader(t, 0, golden("basic.ffr"))
+	must(t, func() int32 { return ReaderVerify(h, 0, 25, nil, 0, unsafe.Pointer(&nbad)) })
+	if nbad != 0 {
+		t.Errorf("basic.ffr: nbad %d", nbad)
+	}
+	// Three damaged files in one reader: the bad indices come back sorted, capped at the
+	// room given, and counted in full.
+	c := golden("corrupt_sample.ffr")
+	h3 := openReader(t, 0, c, c, c)
+	bad := make([]uint64, 2)
+	must(t, func() int32 { return ReaderVerify(h3, 0, 75, ptr(bad), 2, unsafe.Pointer(&nbad)) })
+	if nbad != 3 || !slices.Equal(bad, []uint64{2, 27}) {
+		t.Errorf("nbad %d, bad %v; want 3, [2 27]", nbad, bad)
+	}
+}
+
+// TestReaderVerifyDamagedMetadata: the samples are still checked, and reported, before
+// the metadata error comes back.
+func TestReaderVerifyDamagedMetadata(t *testing.T) {
+	noLeaks(t)
+	h := openReader(t, 0, golden("corrupt_header.ffr")) // offsets[1] has a flipped bit
+	bad := []uint64{99, 99, 99}
+	var nbad uint64
+	expect(t, StatusChecksum, func() int32 { return ReaderVerify(h, 0, 25, ptr(bad), 3, unsafe.Pointer(&nbad)) },
+		"corrupt_header.ffr", "metadata")
+	// Moving the boundary between samples 0 and 1 spoils both of them.
+	if nbad != 2 || !slices.Equal(bad, []uint64{0, 1, 99}) {
+		t.Errorf("nbad %d, bad %v; want 2, [0 1 99]", nbad, bad)
+	}
+}
+
+func TestReaderTruncatedData(t *testing.T) {
+	noLeaks(t)
+	m := loadManifest(t)
+	for _, flags := range []uint32{0, FlagCheckData} {
+		h := openReader(t, flags, golden("truncated.ffr"))
+		if s := readBatch(t, h, 1)[0]; sha(s) != m.Files["basic.ffr"].Samples[1].Sha256 {
+			t.Errorf("flags %d: sample 1 before the cut differs", flags)
+		}
+		sizes := make([]uint64, 1)
+		dst := make([]byte, 1<<20)
+		for _, i := range []uint64{2, 5, 24} {
+			expect(t, StatusCorrupt, func() int32 {
+				return ReaderReadBatch(h, ptr([]uint64{i}), 1, ptr(dst), uint64(len(dst)), ptr(sizes))
+			}, "truncated.ffr")
+		}
+	}
+}
+
+func TestReaderLegacyChecksumWarns(t *testing.T) {
+	noLeaks(t)
+	m := loadManifest(t)
+	h := openReader(t, FlagCheckData, golden("legacy_zero_checksum.ffr"))
+	warnings := readText(t, func(buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) int32 {
+		return ReaderWarnings(h, buf, size, needed)
+	})
+	if !strings.Contains(warnings, "legacy_zero_checksum.ffr") || !strings.Contains(warnings, "checksum") {
+		t.Errorf("warnings %q do not name the file and its checksum", warnings)
+	}
+	indices := make([]uint64, 25)
+	for i := range indices {
+		indices[i] = uint64(i)
+	}
+	for i, s := range readBatch(t, h, indices...) {
+		if sha(s) != m.Files["basic.ffr"].Samples[i].Sha256 {
+			t.Errorf("sample %d differs from basic.ffr's", i)
+		}
+	}
+}
+
+func TestReaderHandles(t *testing.T) {
+	noLeaks(t)
+	writer := func() int64 {
+		var w int64
+		must(t, func() int32 {
+			return WriterCreate(cstr(filepath.Join(t.TempDir(), "w.ffr")), 0, CompressNone, unsafe.Pointer(&w))
+		})
+		return w
+	}()
+	defer WriterAbort(writer)
+	h, r := tryOpen(0, golden("basic.ffr"))
+	if r.status != StatusOK {
+		t.Fatal(r.msg)
+	}
+	must(t, func() int32 { return ReaderClose(h) })
+	must(t, func() int32 { return ReaderClose(h) }) // closing twice is allowed
+	one := []uint64{0}
+	var out uint64
+	var needed uintptr
+	calls := map[string]func(h int64) int32{
+		"len":      func(h int64) int32 { return ReaderLen(h, unsafe.Pointer(&out)) },
+		"nfiles":   func(h int64) int32 { return ReaderNfiles(h, unsafe.Pointer(&out)) },
+		"fname":    func(h int64) int32 { return ReaderFname(h, 0, nil, 0, unsafe.Pointer(&needed)) },
+		"counts":   func(h int64) int32 { return ReaderFileCounts(h, unsafe.Pointer(&out), 1) },
+		"warnings": func(h int64) int32 { return ReaderWarnings(h, nil, 0, unsafe.Pointer(&needed)) },
+		"sizes":    func(h int64) int32 { return ReaderSizes(h, ptr(one), 1, unsafe.Pointer(&out)) },
+		"read":     func(h int64) int32 { return ReaderReadBatch(h, ptr(one), 1, nil, 0, unsafe.Pointer(&out)) },
+		"verify":   func(h int64) int32 { return ReaderVerify(h, 0, 1, nil, 0, unsafe.Pointer(&out)) },
+	}
+	for name, f := range calls {
+		expect(t, StatusClosed, func() int32 { return f(h) }, "closed")
+		for _, never := range []int64{0, -h, h + 1<<40, writer} {
+			if r := call(func() int32 { return f(never) }); r.status != StatusHandle || !strings.Contains(r.msg, "not a reader handle") {
+				t.Errorf("%s(%d): status %d %q, want %d", name, never, r.status, r.msg, StatusHandle)
+			}
+		}
+	}
+	expect(t, StatusHandle, func() int32 { return ReaderClose(writer) }, "not a reader handle")
+	expect(t, StatusHandle, func() int32 { return ReaderClose(0) }, "not a reader handle")
+}
+
+// TestReaderFnameUsesUTF8Bytes opens a file whose name is not ASCII and gets the same
+// bytes back.
+func TestReaderFnameUsesUTF8Bytes(t *testing.T) {
+	noLeaks(t)
+	path := filepath.Join(t.TempDir(), "données-🙂.ffr")
+	writeFile(t, path, 1, CompressNone, [][]byte{[]byte("x")})
+	h := openReader(t, 0, path)
+	names, _ := readerFiles(t, h)
+	if names[0] != path {
+		t.Errorf("name %q, want %q", names[0], path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,88 @@
+package abi
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/ffrecord/ffrecord/core"
+)
+
+// WriterCreate implements ffr_writer_create.
+func WriterCreate(path unsafe.Pointer, n uint64, compression int32, handle unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_writer_create"
+	if path == nil {
+		return failf(StatusInvalid, fn+": path is NULL")
+	}
+	if err := outPointer(fn, "handle", handle); err != nil {
+		return fail(err)
+	}
+	if compression != CompressNone && compression != CompressLZ4 {
+		return failf(StatusInvalid, fmt.Sprintf("%s: unknown compression %d", fn, compression))
+	}
+	w, err := core.Create(cString(path), n, core.WriterOptions{Compression: core.Compression(compression)})
+	if err != nil {
+		return fail(err)
+	}
+	*(*int64)(handle) = writers.add(w)
+	return StatusOK
+}
+
+// WriterWrite implements ffr_writer_write. The core copies or writes out the sample
+// before returning, so the caller's buffer is free again when this returns. A core.Writer
+// serialises concurrent calls itself.
+func WriterWrite(handle int64, data unsafe.Pointer, size uint64) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_writer_write"
+	w, err := writers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	sample, err := cArray[byte](fn, "data", data, size)
+	if err != nil {
+		return fail(err)
+	}
+	if err := w.WriteOne(sample); err != nil {
+		return fail(err)
+	}
+	return StatusOK
+}
+
+// WriterCount implements ffr_writer_count.
+func WriterCount(handle int64, count unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_writer_count"
+	w, err := writers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	if err := outPointer(fn, "count", count); err != nil {
+		return fail(err)
+	}
+	*(*uint64)(count) = w.Count()
+	return StatusOK
+}
+
+// WriterClose implements ffr_writer_close.
+func WriterClose(handle int64) (status int32) {
+	return finishWriter("ffr_writer_close", handle, (*core.Writer).Close)
+}
+
+// WriterAbort implements ffr_writer_abort.
+func WriterAbort(handle int64) (status int32) {
+	return finishWriter("ffr_writer_abort", handle, (*core.Writer).Abort)
+}
+
+// finishWriter frees the handle first, so that it is gone whatever finish returns; writes
+// still in flight on other threads complete or fail with ErrClosed inside the core.
+func finishWriter(fn string, handle int64, finish func(*core.Writer) error) (status int32) {
+	defer recoverPanic(&status)
+	w, err := writers.remove(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	if err := finish(w); err != nil {
+		return fail(err)
+	}
+	return StatusOK
+}

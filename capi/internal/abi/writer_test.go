@@ -1,0 +1,220 @@
+package abi
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"unsafe"
+)
+
+// randomSamples returns n samples of random sizes up to maxLen (some empty), from seed.
+func randomSamples(seed uint64, n, maxLen int) [][]byte {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	samples := make([][]byte, n)
+	for i := range samples {
+		samples[i] = make([]byte, rng.IntN(maxLen+1))
+		for j := range samples[i] {
+			samples[i][j] = byte(rng.Uint32())
+		}
+	}
+	return samples
+}
+
+// readAll reads every sample of the file at path back through the reader entry points.
+func readAll(t *testing.T, path string) [][]byte {
+	t.Helper()
+	h := openReader(t, FlagCheckData, path)
+	var n uint64
+	must(t, func() int32 { return ReaderLen(h, unsafe.Pointer(&n)) })
+	indices := make([]uint64, n)
+	for i := range indices {
+		indices[i] = uint64(i)
+	}
+	return readBatch(t, h, indices...)
+}
+
+func equalSamples(t *testing.T, got, want [][]byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d samples, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("sample %d differs (%d bytes, want %d)", i, len(got[i]), len(want[i]))
+		}
+	}
+}
+
+func TestWriterRoundTrip(t *testing.T) {
+	noLeaks(t)
+	for _, tt := range []struct {
+		name        string
+		declared    func(n int) uint64
+		compression int32
+	}{
+		{"count known", func(n int) uint64 { return uint64(n) }, CompressNone},
+		{"count unknown", func(int) uint64 { return math.MaxUint64 }, CompressNone},
+		{"lz4", func(n int) uint64 { return uint64(n) }, CompressLZ4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "x.ffr")
+			samples := randomSamples(7, 40, 5000)
+			samples = append(samples, bytes.Repeat([]byte("compressible "), 1000))
+			writeFile(t, path, tt.declared(len(samples)), tt.compression, samples)
+			equalSamples(t, readAll(t, path), samples)
+		})
+	}
+}
+
+func TestWriterCountAndLimits(t *testing.T) {
+	noLeaks(t)
+	path := filepath.Join(t.TempDir(), "x.ffr")
+	var h int64
+	must(t, func() int32 { return WriterCreate(cstr(path), 2, CompressNone, unsafe.Pointer(&h)) })
+	count := func() uint64 {
+		var n uint64
+		must(t, func() int32 { return WriterCount(h, unsafe.Pointer(&n)) })
+		return n
+	}
+	if c := count(); c != 0 {
+		t.Fatalf("count %d before any write", c)
+	}
+	must(t, func() int32 { return WriterWrite(h, nil, 0) }) // an empty sample needs no data
+	must(t, func() int32 { return WriterWrite(h, cstr("ab"), 2) })
+	if c := count(); c != 2 {
+		t.Fatalf("count %d after two writes", c)
+	}
+	expect(t, StatusInvalid, func() int32 { return WriterWrite(h, cstr("c"), 1) }, "2")
+	expect(t, StatusInvalid, func() int32 { return WriterCount(h, nil) }, "count is NULL")
+	must(t, func() int32 { return WriterClose(h) })
+	equalSamples(t, readAll(t, path), [][]byte{{}, []byte("ab")})
+}
+
+func TestWriterTooFewLeavesNothing(t *testing.T) {
+	noLeaks(t)
+	path := filepath.Join(t.TempDir(), "x.ffr")
+	var h int64
+	must(t, func() int32 { return WriterCreate(cstr(path), 3, CompressNone, unsafe.Pointer(&h)) })
+	must(t, func() int32 { return WriterWrite(h, cstr("a"), 1) })
+	expect(t, StatusInvalid, func() int32 { return WriterClose(h) }, "3")
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after a failed close: stat %s gave %v, want not exist", path, err)
+	}
+	expect(t, StatusClosed, func() int32 { return WriterWrite(h, cstr("a"), 1) }, "closed")
+}
+
+func TestWriterAbort(t *testing.T) {
+	noLeaks(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.ffr")
+	var h int64
+	must(t, func() int32 { return WriterCreate(cstr(path), 3, CompressNone, unsafe.Pointer(&h)) })
+	must(t, func() int32 { return WriterWrite(h, cstr("abc"), 3) })
+	must(t, func() int32 { return WriterAbort(h) })
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("abort left %v in the directory", left)
+	}
+	expect(t, StatusClosed, func() int32 { return WriterAbort(h) }, "closed")
+	expect(t, StatusClosed, func() int32 { return WriterClose(h) }, "closed")
+}
+
+// TestWriterDoesNotKeepCallerBuffer overwrites the caller's buffer after each write: the
+// file must hold what the buffer held during each call.
+func TestWriterDoesNotKeepCallerBuffer(t *testing.T) {
+	noLeaks(t)
+	for _, compression := range []int32{CompressNone, CompressLZ4} {
+		path := filepath.Join(t.TempDir(), "x.ffr")
+		samples := randomSamples(3, 30, 3000)
+		samples = append(samples, make([]byte, 1<<20)) // larger than any write buffer
+		var h int64
+		must(t, func() int32 { return WriterCreate(cstr(path), uint64(len(samples)), compression, unsafe.Pointer(&h)) })
+		buf := make([]byte, 1<<20)
+		for _, s := range samples {
+			copy(buf, s)
+			must(t, func() int32 { return WriterWrite(h, ptr(buf), uint64(len(s))) })
+			for j := range buf {
+				buf[j] = 0xA5
+			}
+		}
+		must(t, func() int32 { return WriterClose(h) })
+		equalSamples(t, readAll(t, path), samples)
+	}
+}
+
+func TestWriterBadArguments(t *testing.T) {
+	noLeaks(t)
+	dir := t.TempDir()
+	path := cstr(filepath.Join(dir, "x.ffr"))
+	var h int64
+	expect(t, StatusInvalid, func() int32 { return WriterCreate(nil, 1, CompressNone, unsafe.Pointer(&h)) }, "path is NULL")
+	expect(t, StatusInvalid, func() int32 { return WriterCreate(path, 1, CompressNone, nil) }, "handle is NULL")
+	expect(t, StatusInvalid, func() int32 { return WriterCreate(path, 1, 7, unsafe.Pointer(&h)) }, "compression 7")
+	expect(t, StatusNotFound, func() int32 {
+		return WriterCreate(cstr(filepath.Join(dir, "missing", "x.ffr")), 1, CompressNone, unsafe.Pointer(&h))
+	}, "missing")
+	must(t, func() int32 { return WriterCreate(path, 1, CompressNone, unsafe.Pointer(&h)) })
+	defer WriterAbort(h)
+	expect(t, StatusInvalid, func() int32 { return WriterWrite(h, nil, 5) }, "data is NULL")
+}
+
+func TestWriterBadHandles(t *testing.T) {
+	noLeaks(t)
+	reader := openReader(t, 0, golden("basic.ffr"))
+	var n uint64
+	for _, h := range []int64{0, -3, reader, 1 << 50} {
+		expect(t, StatusHandle, func() int32 { return WriterWrite(h, cstr("a"), 1) }, "not a writer handle")
+		expect(t, StatusHandle, func() int32 { return WriterCount(h, unsafe.Pointer(&n)) }, "not a writer handle")
+		expect(t, StatusHandle, func() int32 { return WriterClose(h) }, "not a writer handle")
+		expect(t, StatusHandle, func() int32 { return WriterAbort(h) }, "not a writer handle")
+	}
+	var h int64
+	must(t, func() int32 {
+		return WriterCreate(cstr(filepath.Join(t.TempDir(), "x.ffr")), 0, CompressNone, unsafe.Pointer(&h))
+	})
+	must(t, func() int32 { return WriterClose(h) })
+	expect(t, StatusClosed, func() int32 { return WriterWrite(h, cstr("a"), 1) }, "closed")
+	expect(t, StatusClosed, func() int32 { return WriterCount(h, unsafe.Pointer(&n)) }, "closed")
+	expect(t, StatusClosed, func() int32 { return WriterClose(h) }, "closed")
+	expect(t, StatusClosed, func() int32 { return WriterAbort(h) }, "closed")
+}
+
+// TestWriterSharedByThreads writes from many OS threads through one handle: every
+// sample must land whole, in some order.
+func TestWriterSharedByThreads(t *testing.T) {
+	noLeaks(t)
+	const threads, each = 8, 50
+	path := filepath.Join(t.TempDir(), "x.ffr")
+	var h int64
+	must(t, func() int32 { return WriterCreate(cstr(path), threads*each, CompressNone, unsafe.Pointer(&h)) })
+	want := map[string]int{}
+	var wg sync.WaitGroup
+	for g := range threads {
+		samples := randomSamples(uint64(100+g), each, 2000)
+		for _, s := range samples {
+			want[string(s)]++
+		}
+		wg.Go(func() {
+			for _, s := range samples {
+				if r := call(func() int32 { return WriterWrite(h, ptr(s), uint64(len(s))) }); r.status != StatusOK {
+					t.Errorf("write: %d %s", r.status, r.msg)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	must(t, func() int32 { return WriterClose(h) })
+	for _, s := range readAll(t, path) {
+		want[string(s)]--
+	}
+	for s, n := range want {
+		if n != 0 {
+			t.Fatalf("a sample of %d bytes is off by %d", len(s), n)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+// Command capi is libffrecord, the C ABI of ffrecord, built with
+//
+//	go build -buildmode=c-shared -o python/ffrecord/libffrecord.so ./capi
+//
+// The contract is the hand-written ffrecord.h, included below so that the C compiler
+// rejects any export whose signature drifts from it. Each export only converts C types
+// and calls the function of the same name in internal/abi, where the logic lives.
+package main
+
+/*
+#include "ffrecord.h"
+
+// cgo cannot spell const: these typedefs let the exports below carry the header's exact
+// parameter types.
+typedef const char ffr_cchar;
+typedef const char *const ffr_cpath;
+typedef const void ffr_cvoid;
+typedef const uint64_t ffr_cu64;
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/ffrecord/ffrecord/capi/internal/abi"
+)
+
+func main() {}
+
+//export ffr_version
+func ffr_version(buf *C.char, size C.size_t) C.int32_t {
+	return C.int32_t(abi.LibraryVersion(unsafe.Pointer(buf), uintptr(size)))
+}
+
+//export ffr_errmsg
+func ffr_errmsg(buf *C.char, size C.size_t) C.int32_t {
+	return C.int32_t(abi.Errmsg(unsafe.Pointer(buf), uintptr(size)))
+}
+
+//export ffr_open_handles
+func ffr_open_handles(count *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.OpenHandles(unsafe.Pointer(count)))
+}
+
+//export ffr_writer_create
+func ffr_writer_create(path *C.ffr_cchar, n C.uint64_t, compression C.int32_t, handle *C.int64_t) C.int32_t {
+	return C.int32_t(abi.WriterCreate(unsafe.Pointer(path), uint64(n), int32(compression), unsafe.Pointer(handle)))
+}
+
+//export ffr_writer_write
+func ffr_writer_write(handle C.int64_t, data *C.ffr_cvoid, size C.uint64_t) C.int32_t {
+	return C.int32_t(abi.WriterWrite(int64(handle), unsafe.Pointer(data), uint64(size)))
+}
+
+//export ffr_writer_count
+func ffr_writer_count(handle C.int64_t, count *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.WriterCount(int64(handle), unsafe.Pointer(count)))
+}
+
+//export ffr_writer_close
+func ffr_writer_close(handle C.int64_t) C.int32_t {
+	return C.int32_t(abi.WriterClose(int64(handle)))
+}
+
+//export ffr_writer_abort
+func ffr_writer_abort(handle C.int64_t) C.int32_t {
+	return C.int32_t(abi.WriterAbort(int64(handle)))
+}
+
+//export ffr_reader_open
+func ffr_reader_open(paths *C.ffr_cpath, npaths C.uint64_t, flags C.uint32_t, handle *C.int64_t) C.int32_t {
+	return C.int32_t(abi.ReaderOpen(unsafe.Pointer(paths), uint64(npaths), uint32(flags), unsafe.Pointer(handle)))
+}
+
+//export ffr_reader_len
+func ffr_reader_len(handle C.int64_t, n *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderLen(int64(handle), unsafe.Pointer(n)))
+}
+
+//export ffr_reader_nfiles
+func ffr_reader_nfiles(handle C.int64_t, nfiles *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderNfiles(int64(handle), unsafe.Pointer(nfiles)))
+}
+
+//export ffr_reader_fname
+func ffr_reader_fname(handle C.int64_t, i C.uint64_t, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
+	return C.int32_t(abi.ReaderFname(int64(handle), uint64(i), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
+}
+
+//export ffr_reader_file_counts
+func ffr_reader_file_counts(handle C.int64_t, counts *C.uint64_t, nfiles C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderFileCounts(int64(handle), unsafe.Pointer(counts), uint64(nfiles)))
+}
+
+//export ffr_reader_warnings
+func ffr_reader_warnings(handle C.int64_t, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
+	return C.int32_t(abi.ReaderWarnings(int64(handle), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
+}
+
+//export ffr_reader_sizes
+func ffr_reader_sizes(handle C.int64_t, indices *C.ffr_cu64, n C.uint64_t, sizes *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderSizes(int64(handle), unsafe.Pointer(indices), uint64(n), unsafe.Pointer(sizes)))
+}
+
+//export ffr_reader_read_batch
+func ffr_reader_read_batch(handle C.int64_t, indices *C.ffr_cu64, n C.uint64_t, dst unsafe.Pointer, dstLen C.uint64_t, sizes *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderReadBatch(int64(handle), unsafe.Pointer(indices), uint64(n), dst, uint64(dstLen), unsafe.Pointer(sizes)))
+}
+
+//export ffr_reader_verify
+func ffr_reader_verify(handle C.int64_t, start, count C.uint64_t, bad *C.uint64_t, badCap C.uint64_t, nbad *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderVerify(int64(handle), uint64(start), uint64(count), unsafe.Pointer(bad), uint64(badCap), unsafe.Pointer(nbad)))
+}
+
+//export ffr_reader_close
+func ffr_reader_close(handle C.int64_t) C.int32_t {
+	return C.int32_t(abi.ReaderClose(int64(handle)))
+}

@@ -1,0 +1,313 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/klauspost/crc32"
+)
+
+// parallelBytes is the batch size from which copying and checking is split across
+// goroutines: starting them costs ~20 µs (measured across cgo), the time to copy and
+// check ~50 KB, so only batches well above that gain.
+const parallelBytes = 1 << 20
+
+// batchItem is one sample of a batch on its way from the file to the caller's buffer.
+type batchItem struct {
+	file   *dataFile
+	local  uint64 // index in the file (base format)
+	global uint64 // index in the dataset
+	off    uint64 // stored bytes [off, end) in the file
+	end    uint64
+	out    uint64 // where the sample starts in dst
+	size   uint64 // its size as returned (the original size of a compressed sample)
+	codec  byte
+	src    []byte // the stored bytes once they are in memory
+}
+
+// inPlace reports whether the stored bytes can be read straight into the caller's buffer.
+func (it *batchItem) inPlace() bool { return it.codec == codecRaw && it.end-it.off == it.size }
+
+type batch struct {
+	items []batchItem
+	reqs  []readRequest
+}
+
+// maxPooledItems bounds what an idle pooled batch keeps allocated.
+const maxPooledItems = 1 << 16
+
+var batchPool = sync.Pool{New: func() any { return new(batch) }}
+
+func getBatch(n int) *batch {
+	b := batchPool.Get().(*batch)
+	if cap(b.items) < n {
+		b.items = make([]batchItem, n)
+	}
+	b.items = b.items[:n]
+	return b
+}
+
+func putBatch(b *batch) {
+	if cap(b.items) > maxPooledItems {
+		return
+	}
+	clear(b.items)
+	clear(b.reqs)
+	b.reqs = b.reqs[:0]
+	batchPool.Put(b)
+}
+
+// plan locates sample local of f and fills in everything but where it goes.
+func (r *Reader) plan(it *batchItem, f *dataFile, local, fileStart uint64) error {
+	off, end, err := f.span(local)
+	if err != nil {
+		return sampleError(err, fileStart+local, local)
+	}
+	*it = batchItem{file: f, local: local, global: fileStart + local, off: off, end: end,
+		size: end - off, codec: codecRaw}
+	if f.ext != nil {
+		it.codec, it.size = f.ext.codec(local), f.ext.originalSize(local)
+	}
+	return nil
+}
+
+// ReadBatch reads samples indices[0..k) back to back into dst and sets sizes[k] to each
+// one's size. When dst is too small for them all it returns an error wrapping
+// io.ErrShortBuffer with sizes filled and nothing read.
+func (r *Reader) ReadBatch(indices []uint64, dst []byte, sizes []uint64) error {
+	if len(sizes) < len(indices) {
+		return fmt.Errorf("%w: %d sizes for %d indices", ErrInvalid, len(sizes), len(indices))
+	}
+	if err := r.acquire(); err != nil {
+		return err
+	}
+	defer r.mu.RUnlock()
+	b := getBatch(len(indices))
+	defer putBatch(b)
+
+	var cur *batchItem
+	where := func() (string, int64) {
+		if cur == nil || cur.file == nil {
+			return r.files[0].path, -1
+		}
+		return cur.file.path, int64(cur.local)
+	}
+	return withFaultGuard(where, func() error {
+		var total uint64
+		for k, index := range indices {
+			fk, local, err := r.locate(index)
+			if err != nil {
+				return err
+			}
+			it := &b.items[k]
+			cur = it
+			if err := r.plan(it, r.files[fk], local, r.starts[fk]); err != nil {
+				return err
+			}
+			it.out = total
+			sizes[k] = it.size
+			if total+it.size < total {
+				return errorf(it.file.path, int64(local), ErrCorrupt, "sample size %d overflows the batch", it.size)
+			}
+			total += it.size
+		}
+		if total > uint64(len(dst)) {
+			return fmt.Errorf("%w: %w: the batch needs %d bytes, the buffer has %d",
+				io.ErrShortBuffer, ErrInvalid, total, len(dst))
+		}
+		dst = dst[:total]
+		switch {
+		case r.opts.Direct:
+			return r.readCold(b, dst, true)
+		case !r.resident(b.items):
+			return r.readCold(b, dst, false)
+		}
+		for k := range b.items {
+			it := &b.items[k]
+			it.src = it.file.data[it.off:it.end]
+		}
+		return r.deliverAll(b.items, dst, &cur)
+	})
+}
+
+// probeCount is how many samples of a batch are checked for page-cache residency.
+const probeCount = 4
+
+// resident guesses whether a batch is in the page cache from a few of its samples: a cold
+// batch copied from the mapping would take one blocking page fault after another, where
+// the engine keeps many reads in flight.
+func (r *Reader) resident(items []batchItem) bool {
+	step := max(1, len(items)/probeCount)
+	for k := 0; k < len(items); k += step {
+		it := &items[k]
+		if it.end > it.off && !pageResident(it.file.data, it.off) {
+			return false
+		}
+	}
+	return true
+}
+
+// readCold reads the stored bytes of a batch with the engine: raw samples straight into
+// dst, encoded ones into a scratch buffer to be decoded.
+func (r *Reader) readCold(b *batch, dst []byte, direct bool) error {
+	eng, err := defaultEngine()
+	if err != nil {
+		return fmt.Errorf("batch engine: %w", err)
+	}
+	var encoded uint64
+	for k := range b.items {
+		if it := &b.items[k]; !it.inPlace() {
+			encoded += it.end - it.off
+		}
+	}
+	scratch := make([]byte, encoded)
+	var buffered []readRequest
+	for k := range b.items {
+		it := &b.items[k]
+		if it.inPlace() {
+			it.src = dst[it.out : it.out+it.size]
+		} else {
+			it.src, scratch = scratch[:it.end-it.off], scratch[it.end-it.off:]
+		}
+		if len(it.src) == 0 {
+			continue
+		}
+		req := readRequest{fd: it.file.fd, off: int64(it.off), buf: it.src}
+		if direct && it.file.directFd < 0 {
+			buffered = append(buffered, req)
+			continue
+		}
+		if direct {
+			req.fd = it.file.directFd
+		}
+		b.reqs = append(b.reqs, req)
+	}
+	if err := readWith(eng, b.reqs, direct); err != nil {
+		return err
+	}
+	if err := readWith(eng, buffered, false); err != nil {
+		return err
+	}
+	var cur *batchItem
+	return r.deliverAll(b.items, dst, &cur)
+}
+
+func readWith(eng engine, reqs []readRequest, direct bool) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	err := eng.readAll(reqs, direct)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: a file of the dataset shrank while open: %w", ErrCorrupt, err)
+	}
+	return err
+}
+
+// deliverAll checks and copies or decodes every item's stored bytes into dst, on several
+// goroutines when the batch is large. cur tracks the item in hand for fault reports.
+func (r *Reader) deliverAll(items []batchItem, dst []byte, cur **batchItem) error {
+	workers := runtime.GOMAXPROCS(0)
+	if workers < 2 || len(items) < 2 || uint64(len(dst)) < parallelBytes {
+		return r.deliverRange(items, dst, cur)
+	}
+	parts := splitByBytes(items, workers, uint64(len(dst)))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for p := 1; p < len(parts); p++ {
+		wg.Go(func() {
+			var mine *batchItem
+			errs[p] = withFaultGuard(func() (string, int64) {
+				if mine == nil {
+					return parts[p][0].file.path, -1
+				}
+				return mine.file.path, int64(mine.local)
+			}, func() error { return r.deliverRange(parts[p], dst, &mine) })
+		})
+	}
+	errs[0] = r.deliverRange(parts[0], dst, cur)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// splitByBytes cuts items into at most n runs of roughly equal output size.
+func splitByBytes(items []batchItem, n int, total uint64) [][]batchItem {
+	parts := make([][]batchItem, 0, n)
+	share := total/uint64(n) + 1
+	start := 0
+	for k := range items {
+		if len(parts) < n-1 && items[k].out+items[k].size >= share*uint64(len(parts)+1) {
+			parts = append(parts, items[start:k+1])
+			start = k + 1
+		}
+	}
+	if start < len(items) {
+		parts = append(parts, items[start:])
+	}
+	return parts
+}
+
+// The samples a few places ahead in a batch are prefetched while the current one is
+// copied: a warm batch of small random samples is bound by memory latency (cache and TLB
+// misses), not bandwidth, and this keeps several misses in flight (measured: 87 → 62 µs
+// of CPU per 256 × 1 KiB batch with checks). Only the start of each sample is asked for;
+// the hardware prefetcher follows a stream once it has begun.
+const (
+	prefetchAhead = 4
+	prefetchBytes = 4096
+)
+
+func (r *Reader) deliverRange(items []batchItem, dst []byte, cur **batchItem) error {
+	for k := range items {
+		it := &items[k]
+		*cur = it
+		if k+prefetchAhead < len(items) {
+			next := &items[k+prefetchAhead]
+			if len(next.src) > 0 {
+				prefetch(unsafe.Pointer(&next.src[0]), uintptr(min(len(next.src), prefetchBytes)))
+			}
+			if r.opts.CheckData {
+				prefetch(unsafe.Pointer(&next.file.data[checksumPos(next.local)]), checksumSize)
+			}
+		}
+		if err := r.deliver(it, dst[it.out:it.out+it.size]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deliver checks one sample's stored bytes and puts its original bytes in out. A raw
+// sample is copied first and checked in its new place: the copy pulls it from memory
+// with many loads in flight, and the checksum then reads it from cache.
+func (r *Reader) deliver(it *batchItem, out []byte) error {
+	if it.inPlace() {
+		if len(out) > 0 && &out[0] != &it.src[0] {
+			copy(out, it.src)
+		}
+		return r.checkSample(it, out)
+	}
+	if err := r.checkSample(it, it.src); err != nil {
+		return err
+	}
+	if err := decode(it.codec, it.src, out); err != nil {
+		return sampleError(&fileError{path: it.file.path, index: int64(it.local), err: err}, it.global, it.local)
+	}
+	return nil
+}
+
+// checkSample compares the CRC-32 of a sample's stored bytes with the header's, when the
+// reader checks data.
+func (r *Reader) checkSample(it *batchItem, stored []byte) error {
+	if !r.opts.CheckData {
+		return nil
+	}
+	if want, got := it.file.checksum(it.local), crc32.ChecksumIEEE(stored); want != got {
+		return sampleError(errorf(it.file.path, int64(it.local), ErrChecksum,
+			"stored 0x%08x, computed 0x%08x", want, got), it.global, it.local)
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+package core
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+
+	"github.com/klauspost/crc32"
+	"github.com/pierrec/lz4/v4"
+)
+
+// Compression selects how a Writer stores samples.
+type Compression int
+
+const (
+	// CompressNone stores samples as given: the file is exactly what the reference writes.
+	CompressNone Compression = 0
+	// CompressLZ4 stores each sample as an LZ4 block (raw when that does not make it
+	// smaller) and appends the extension record described in the package documentation.
+	CompressLZ4 Compression = 1
+)
+
+func (c Compression) String() string {
+	switch c {
+	case CompressNone:
+		return "none"
+	case CompressLZ4:
+		return "lz4"
+	}
+	return fmt.Sprintf("Compression(%d)", int(c))
+}
+
+// Per-sample codecs of the extension record.
+const (
+	codecRaw byte = 0
+	codecLZ4 byte = 1
+)
+
+// The extension record (see doc.go).
+const (
+	extMagic        = "\x89FFRext\x1a"
+	extVersion      = 1
+	extFixedSize    = 8 + 4 + 4 + 8 // magic, version, reserved, count
+	extTrailerSize  = 4             // CRC-32 of everything before it
+	extPerSample    = 8 + 1         // original size, codec
+	extSizesAt      = extFixedSize
+	maxExtSamples   = (math.MaxUint64 - extFixedSize - extTrailerSize) / extPerSample
+	maxLZ4Sample    = 256 << 20 // larger samples are stored raw: LZ4 blocks stop near 2 GiB
+	extVersionField = 8
+	extCountField   = 16
+)
+
+// extension is a parsed extension record, read in place from the file mapping.
+type extension struct {
+	count  uint64 // user samples: N − 1
+	sizes  []byte // count × u64 original sizes
+	codecs []byte // count × u8
+}
+
+func (e *extension) originalSize(i uint64) uint64 { return le.Uint64(e.sizes[8*i:]) }
+func (e *extension) codec(i uint64) byte          { return e.codecs[i] }
+
+func extRecordSize(count uint64) (uint64, bool) {
+	if count > maxExtSamples {
+		return 0, false
+	}
+	return extFixedSize + extPerSample*count + extTrailerSize, true
+}
+
+// findExtension recognises an extension record in the file's last sample. A last sample
+// that does not start with the magic, or whose length does not fit a record for N − 1
+// samples, is an ordinary sample; one that does but whose own checksum or version is
+// wrong is a damaged record.
+func (f *dataFile) findExtension() (*extension, error) {
+	if f.stored == 0 {
+		return nil, nil
+	}
+	last := f.stored - 1
+	off, end, err := f.span(last)
+	if err != nil {
+		return nil, nil //nolint:nilerr // a bad span is reported when the sample is read
+	}
+	rec := f.data[off:end]
+	if len(rec) < extFixedSize+extTrailerSize || !bytes.HasPrefix(rec, []byte(extMagic)) {
+		return nil, nil
+	}
+	count := le.Uint64(rec[extCountField:])
+	want, ok := extRecordSize(count)
+	if !ok || count != last || want != uint64(len(rec)) {
+		return nil, nil
+	}
+	body := uint64(len(rec)) - extTrailerSize
+	stored := le.Uint32(rec[body:])
+	if got := f.checksumRange(off, off+body); got != stored {
+		return nil, errorf(f.path, int64(last), ErrChecksum,
+			"extension record: stored 0x%08x, computed 0x%08x", stored, got)
+	}
+	if v := le.Uint32(rec[extVersionField:]); v != extVersion {
+		return nil, errorf(f.path, int64(last), ErrCorrupt,
+			"extension record version %d is not supported (this library reads %d)", v, extVersion)
+	}
+	sizesEnd := extSizesAt + 8*count
+	return &extension{count: count, sizes: rec[extSizesAt:sizesEnd], codecs: rec[sizesEnd:body]}, nil
+}
+
+// compressor turns samples into their stored form for a Writer.
+type compressor struct {
+	lz4     lz4.Compressor
+	scratch []byte
+	sizes   []uint64 // original size of every sample written
+	codecs  []byte
+}
+
+// keptScratch bounds the compression buffer kept between samples, so that one huge
+// sample does not pin hundreds of MiB for the rest of the file.
+const keptScratch = 16 << 20
+
+// store returns the bytes to write for p; they stay valid until the next call.
+func (c *compressor) store(p []byte) []byte {
+	if cap(c.scratch) > keptScratch {
+		c.scratch = nil
+	}
+	c.sizes = append(c.sizes, uint64(len(p)))
+	if len(p) == 0 || len(p) > maxLZ4Sample {
+		c.codecs = append(c.codecs, codecRaw)
+		return p
+	}
+	bound := lz4.CompressBlockBound(len(p))
+	if cap(c.scratch) < bound {
+		c.scratch = make([]byte, bound)
+	}
+	n, err := c.lz4.CompressBlock(p, c.scratch[:bound])
+	if err != nil || n == 0 || n >= len(p) {
+		c.codecs = append(c.codecs, codecRaw)
+		return p
+	}
+	c.codecs = append(c.codecs, codecLZ4)
+	return c.scratch[:n]
+}
+
+// record builds the extension record for the samples stored so far.
+func (c *compressor) record() []byte {
+	count := uint64(len(c.sizes))
+	size, _ := extRecordSize(count)
+	rec := make([]byte, 0, size)
+	rec = append(rec, extMagic...)
+	rec = le.AppendUint32(rec, extVersion)
+	rec = le.AppendUint32(rec, 0)
+	rec = le.AppendUint64(rec, count)
+	for _, s := range c.sizes {
+		rec = le.AppendUint64(rec, s)
+	}
+	rec = append(rec, c.codecs...)
+	return le.AppendUint32(rec, crc32.ChecksumIEEE(rec))
+}
+
+// decode writes the original bytes of a sample stored as src with codec into dst, whose
+// length is the original size.
+func decode(codec byte, src, dst []byte) error {
+	switch codec {
+	case codecRaw:
+		if len(src) != len(dst) {
+			return fmt.Errorf("%w: raw sample of %d bytes recorded as %d bytes", ErrCorrupt, len(src), len(dst))
+		}
+		copy(dst, src)
+		return nil
+	case codecLZ4:
+		n, err := lz4.UncompressBlock(src, dst)
+		if err != nil || n != len(dst) {
+			return fmt.Errorf("%w: LZ4 block of %d bytes does not decode to %d bytes", ErrCorrupt, len(src), len(dst))
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: unknown codec %d in the extension record", ErrCorrupt, codec)
+}

@@ -1,0 +1,231 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+
+	"github.com/klauspost/crc32"
+	"golang.org/x/sys/unix"
+)
+
+// validationChunk is how much of a mapping a validation pass touches before handing the
+// pages back with MADV_DONTNEED, so that checking a 60 MB header never makes it resident
+// in this process (the page cache keeps it for everyone).
+const validationChunk = 4 << 20
+
+// dataFile is one open FFRecord file. The whole file is mapped read-only and shared: the
+// header is read in place, never copied, so many processes reading the same dataset share
+// one copy of it in the page cache.
+type dataFile struct {
+	path     string
+	fd       int    // O_RDONLY, for the batch engine
+	directFd int    // O_DIRECT descriptor when the reader is in direct mode, else -1
+	size     uint64 // file size at open; every offset is checked against it
+	data     []byte // MAP_SHARED, PROT_READ mapping of [0, size)
+	stored   uint64 // N of the base format, an extension record included
+	header   uint64 // 12 + 12·stored: where sample data starts
+	ext      *extension
+}
+
+// samples is the number of samples a user sees in this file.
+func (f *dataFile) samples() uint64 {
+	if f.ext != nil {
+		return f.ext.count
+	}
+	return f.stored
+}
+
+// openDataFile opens, maps and checks one file. With check, the metadata checksum and the
+// ordering of every offset are validated now; without, only what is needed to find the
+// tables, and each offset is checked when it is used.
+func openDataFile(path string, check, direct bool) (_ *dataFile, warnings []string, err error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := &dataFile{path: path, fd: fd, directFd: -1}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, nil, errorf(path, -1, ErrInvalid, "not a regular file")
+	}
+	f.size = uint64(st.Size)
+	if f.size < fixedHeaderSize {
+		return nil, nil, errorf(path, -1, ErrCorrupt,
+			"file is %d bytes, shorter than the %d-byte header", f.size, fixedHeaderSize)
+	}
+	if f.size > math.MaxInt {
+		return nil, nil, errorf(path, -1, ErrInvalid, "file of %d bytes cannot be mapped", f.size)
+	}
+	// Batches read random samples: readahead on this descriptor (the engine's cold reads)
+	// would fetch up to 128 KiB around every small sample.
+	_ = unix.Fadvise(fd, 0, 0, unix.FADV_RANDOM)
+	f.data, err = unix.Mmap(fd, 0, int(f.size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, &fs.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	if direct {
+		if f.directFd, err = openDirect(path); err != nil {
+			if !errors.Is(err, unix.EINVAL) {
+				return nil, nil, err
+			}
+			warnings = append(warnings, fmt.Sprintf(
+				"%s: O_DIRECT is not supported here; reading through the page cache", path))
+		}
+	}
+	where := func() (string, int64) { return path, -1 }
+	if err := withFaultGuard(where, func() error { return f.parseHeader(check, &warnings) }); err != nil {
+		return nil, nil, err
+	}
+	return f, warnings, nil
+}
+
+func openDirect(path string) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_DIRECT, 0)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open O_DIRECT", Path: path, Err: err}
+	}
+	return fd, nil
+}
+
+func (f *dataFile) parseHeader(check bool, warnings *[]string) error {
+	f.stored = le.Uint64(f.data[metaChecksumSize:])
+	header, ok := headerSize(f.stored)
+	if !ok || header > f.size {
+		return errorf(f.path, -1, ErrCorrupt,
+			"header of %d samples does not fit in a file of %d bytes", f.stored, f.size)
+	}
+	f.header = header
+	if le.Uint32(f.data) == 0 {
+		*warnings = append(*warnings, fmt.Sprintf(
+			"%s: metadata checksum is 0 (file from an old writer): metadata not validated", f.path))
+	}
+	if check {
+		if err := f.checkMetadata(); err != nil {
+			return err
+		}
+		if err := f.checkOffsets(warnings); err != nil {
+			return err
+		}
+	}
+	ext, err := f.findExtension()
+	if err != nil {
+		return err
+	}
+	f.ext = ext
+	return nil
+}
+
+// checkMetadata compares the stored metadata checksum with the header's bytes; a stored
+// 0 (old writers) is accepted unchecked.
+func (f *dataFile) checkMetadata() error {
+	stored := le.Uint32(f.data)
+	if stored == 0 {
+		return nil
+	}
+	if got := f.checksumRange(metaChecksumSize, f.header); got != stored {
+		return errorf(f.path, -1, ErrChecksum, "metadata: stored 0x%08x, computed 0x%08x", stored, got)
+	}
+	return nil
+}
+
+// checkOffsets validates every offset: the first at the end of the header, none
+// decreasing. Offsets past the end of the file mean the file was cut short inside the
+// data: the samples before the cut stay readable, so that is a warning here and an error
+// for each missing sample when it is read.
+func (f *dataFile) checkOffsets(warnings *[]string) error {
+	if f.stored == 0 {
+		return nil
+	}
+	prev, cut := f.header, false
+	base := offsetsAt(f.stored)
+	for i := uint64(0); i < f.stored; {
+		chunkStart, chunkEnd := i, min(f.stored, i+validationChunk/offsetSize)
+		for ; i < chunkEnd; i++ {
+			off := le.Uint64(f.data[base+offsetSize*i:])
+			switch {
+			case i == 0 && off != f.header:
+				return errorf(f.path, 0, ErrCorrupt,
+					"offset %d is not the end of the header (%d)", off, f.header)
+			case off < prev:
+				return errorf(f.path, int64(i), ErrCorrupt,
+					"offset %d is before the previous one (%d)", off, prev)
+			case off > f.size && !cut:
+				cut = true
+				*warnings = append(*warnings, fmt.Sprintf(
+					"%s: file is cut short (%d bytes): samples from %d on are missing", f.path, f.size, max(i, 1)-1))
+			}
+			prev = off
+		}
+		f.release(base+offsetSize*chunkStart, base+offsetSize*i)
+	}
+	return nil
+}
+
+// checksumRange is the CRC-32 of data[from:to], computed chunk by chunk so that the
+// pages it touched can be released behind it.
+func (f *dataFile) checksumRange(from, to uint64) uint32 {
+	var sum uint32
+	for from < to {
+		end := min(to, from+validationChunk)
+		sum = crc32.Update(sum, crc32.IEEETable, f.data[from:end])
+		f.release(from, end)
+		from = end
+	}
+	return sum
+}
+
+// release drops this process's mapping of the pages covering data[from:to]; they stay in
+// the page cache and come back on the next access.
+func (f *dataFile) release(from, to uint64) {
+	from &^= pageSize - 1
+	if from >= to {
+		return
+	}
+	_ = unix.Madvise(f.data[from:to], unix.MADV_DONTNEED)
+}
+
+// span is where sample i (of the base format) is stored, bounds-checked against the
+// header and the file size.
+func (f *dataFile) span(i uint64) (off, end uint64, err error) {
+	off = le.Uint64(f.data[offsetPos(f.stored, i):])
+	end = f.size
+	if i+1 < f.stored {
+		end = le.Uint64(f.data[offsetPos(f.stored, i+1):])
+	}
+	if off < f.header || off > end || end > f.size {
+		return 0, 0, errorf(f.path, int64(i), ErrCorrupt,
+			"sample spans bytes %d to %d, outside the data area %d to %d of the file",
+			off, end, f.header, f.size)
+	}
+	return off, end, nil
+}
+
+// checksum is the stored CRC-32 of sample i.
+func (f *dataFile) checksum(i uint64) uint32 {
+	return le.Uint32(f.data[checksumPos(i):])
+}
+
+func (f *dataFile) close() {
+	if f.data != nil {
+		_ = unix.Munmap(f.data)
+		f.data = nil
+	}
+	if f.directFd >= 0 {
+		_ = unix.Close(f.directFd)
+		f.directFd = -1
+	}
+	if f.fd >= 0 {
+		_ = unix.Close(f.fd)
+		f.fd = -1
+	}
+}

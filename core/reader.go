@@ -1,0 +1,198 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// ReaderOptions tune a Reader.
+type ReaderOptions struct {
+	// CheckData validates each file's metadata checksum and offsets at Open and every
+	// sample's CRC-32 as it is read.
+	CheckData bool
+	// Direct reads sample data with O_DIRECT, bypassing the page cache, through the batch
+	// engine.
+	Direct bool
+}
+
+// Reader reads samples from one or more FFRecord files as one dataset. It is safe for
+// concurrent use.
+type Reader struct {
+	opts     ReaderOptions
+	files    []*dataFile
+	starts   []uint64 // starts[k] is the global index of file k's first sample; one extra: Len
+	warnings []string
+
+	mu     sync.RWMutex // held for reading by every call, for writing by Close
+	closed bool
+}
+
+// Open opens paths as one dataset, in the order given. A directory stands for its *.ffr
+// files sorted by name.
+func Open(paths []string, opts ReaderOptions) (*Reader, error) {
+	names, err := expandPaths(paths)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{opts: opts, starts: make([]uint64, 1, len(names)+1)}
+	for _, name := range names {
+		f, warnings, err := openDataFile(name, opts.CheckData, opts.Direct)
+		if err != nil {
+			r.closeFiles()
+			return nil, err
+		}
+		r.files = append(r.files, f)
+		r.warnings = append(r.warnings, warnings...)
+		r.starts = append(r.starts, r.starts[len(r.starts)-1]+f.samples())
+	}
+	return r, nil
+}
+
+// expandPaths replaces each directory by its *.ffr files in name order. Hidden files are
+// skipped, as a shell glob would, which also keeps writers' temporary files out.
+func expandPaths(paths []string) ([]string, error) {
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%w: no path given", ErrInvalid)
+	}
+	var names []string
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			names = append(names, p)
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return nil, err
+		}
+		found := 0
+		for _, e := range entries {
+			name := e.Name()
+			if strings.HasSuffix(name, ".ffr") && !strings.HasPrefix(name, ".") && !e.IsDir() {
+				names = append(names, filepath.Join(p, name))
+				found++
+			}
+		}
+		if found == 0 {
+			return nil, errorf(p, -1, ErrInvalid, "directory holds no *.ffr file")
+		}
+	}
+	return names, nil
+}
+
+// Len is the number of samples in the dataset.
+func (r *Reader) Len() uint64 { return r.starts[len(r.starts)-1] }
+
+// Files are the files of the dataset, directories expanded.
+func (r *Reader) Files() []string {
+	names := make([]string, len(r.files))
+	for k, f := range r.files {
+		names[k] = f.path
+	}
+	return names
+}
+
+// FileCounts is the number of samples in each file.
+func (r *Reader) FileCounts() []uint64 {
+	counts := make([]uint64, len(r.files))
+	for k := range r.files {
+		counts[k] = r.starts[k+1] - r.starts[k]
+	}
+	return counts
+}
+
+// Warnings are the notices raised at Open, such as files whose metadata checksum is 0.
+func (r *Reader) Warnings() []string { return append([]string(nil), r.warnings...) }
+
+// locate maps a global index to its file and the index within that file.
+func (r *Reader) locate(index uint64) (int, uint64, error) {
+	if index >= r.Len() {
+		return 0, 0, fmt.Errorf("%w: sample %d of a dataset of %d", ErrIndex, index, r.Len())
+	}
+	if len(r.files) == 1 {
+		return 0, index, nil
+	}
+	k := sort.Search(len(r.files), func(k int) bool { return r.starts[k+1] > index })
+	return k, index - r.starts[k], nil
+}
+
+// acquire takes the read side of the close lock; callers release it with r.mu.RUnlock.
+func (r *Reader) acquire() error {
+	r.mu.RLock()
+	if r.closed {
+		r.mu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// Sizes sets sizes[k] to the size of sample indices[k] as ReadBatch returns it.
+func (r *Reader) Sizes(indices, sizes []uint64) error {
+	if len(sizes) < len(indices) {
+		return fmt.Errorf("%w: %d sizes for %d indices", ErrInvalid, len(sizes), len(indices))
+	}
+	if err := r.acquire(); err != nil {
+		return err
+	}
+	defer r.mu.RUnlock()
+	var cur batchItem
+	fk, local := 0, int64(-1)
+	where := func() (string, int64) { return r.files[fk].path, local }
+	return withFaultGuard(where, func() error {
+		for k, index := range indices {
+			var err error
+			var i uint64
+			if fk, i, err = r.locate(index); err != nil {
+				return err
+			}
+			local = int64(i)
+			if err := r.plan(&cur, r.files[fk], i, r.starts[fk]); err != nil {
+				return err
+			}
+			sizes[k] = cur.size
+		}
+		return nil
+	})
+}
+
+// Close releases the files. Calls after the first return nil and do nothing.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.closeFiles()
+	return nil
+}
+
+func (r *Reader) closeFiles() {
+	for _, f := range r.files {
+		f.close()
+	}
+}
+
+// String describes the reader for logs.
+func (r *Reader) String() string {
+	return fmt.Sprintf("core.Reader(%d samples in %d files)", r.Len(), len(r.files))
+}
+
+// sampleError adds the dataset-wide index to a per-file error when it differs from the
+// index within the file, so a message names the sample both ways.
+func sampleError(err error, global, local uint64) error {
+	var fe *fileError
+	if global == local || !errors.As(err, &fe) {
+		return err
+	}
+	return &fileError{path: fe.path, index: fe.index,
+		err: fmt.Errorf("%w (sample %d of the dataset)", fe.err, global)}
+}

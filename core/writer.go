@@ -1,0 +1,320 @@
+package core
+
+import (
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/klauspost/crc32"
+	"golang.org/x/sys/unix"
+)
+
+// UnknownCount as Create's n means the number of samples is not known in advance: the
+// data is staged in a temporary file and copied behind the header at Close, which costs
+// one extra pass over the data on disk (in-kernel with copy_file_range) and, until Close
+// returns, disk space for two copies.
+const UnknownCount = ^uint64(0)
+
+const (
+	// writeBuffer is how much sample data is gathered before one write system call.
+	writeBuffer = 4 << 20
+	// directWriteMin is the sample size from which samples skip the buffer.
+	directWriteMin = writeBuffer / 4
+)
+
+// maxIO bounds one read or write system call (Linux moves at most ~2 GiB per call); a
+// variable so tests can drive the splitting of huge samples with small ones.
+var maxIO = 1 << 30
+
+// WriterOptions tune a Writer.
+type WriterOptions struct {
+	Compression Compression
+}
+
+// Writer writes one FFRecord file. Samples stream to a temporary file beside the final
+// path; only their offsets and checksums (12 bytes each, 21 with LZ4: original size and
+// codec too) and two 4 MiB write buffers stay in memory. The final path
+// appears, complete, only when Close succeeds. A Writer is safe for concurrent use, though
+// samples are stored in the order the calls happen.
+type Writer struct {
+	mu     sync.Mutex
+	path   string
+	tmp    *os.File
+	n      uint64 // declared sample count, or UnknownCount
+	count  uint64
+	dataAt uint64 // file offset of the first sample in tmp
+	pos    uint64 // bytes of sample data written or buffered so far
+	buf    []byte // sample data not yet written; it starts at data offset pos-len(buf)
+	spare  []byte // the other buffer: being written by inflight, or free
+	// inflight receives the result of the one buffer write running in the background, so
+	// that the kernel's copy into the page cache (half the cost of writing small samples)
+	// overlaps with gathering the next buffer; nil when none runs.
+	inflight chan error
+	crcs     []uint32
+	offsets  []uint64 // relative to the first sample
+	comp     *compressor
+	done     bool
+	err      error // a failed write: the file is lost, every later call reports it
+
+	writtenBack uint64 // file offset up to which writeback has been started
+}
+
+// Create starts writing a file of exactly n samples (or UnknownCount) at path.
+func Create(path string, n uint64, opts WriterOptions) (*Writer, error) {
+	switch opts.Compression {
+	case CompressNone, CompressLZ4:
+	default:
+		return nil, fmt.Errorf("%w: %s: unknown compression %v", ErrInvalid, path, opts.Compression)
+	}
+	w := &Writer{path: path, n: n, buf: make([]byte, 0, writeBuffer), spare: make([]byte, 0, writeBuffer)}
+	if opts.Compression == CompressLZ4 {
+		w.comp = &compressor{}
+	}
+	if n != UnknownCount {
+		stored := n
+		if w.comp != nil {
+			stored++
+		}
+		size, ok := headerSize(stored)
+		if !ok || (w.comp != nil && n > maxExtSamples) {
+			return nil, fmt.Errorf("%w: %s: %d samples do not fit the format", ErrInvalid, path, n)
+		}
+		w.dataAt = size
+		prealloc := min(n, 1<<16)
+		w.crcs, w.offsets = make([]uint32, 0, prealloc), make([]uint64, 0, prealloc)
+	}
+	tmp, err := createTemp(path)
+	if err != nil {
+		return nil, err
+	}
+	w.tmp = tmp
+	return w, nil
+}
+
+// createTemp makes a new file beside path whose name never matches *.ffr.
+func createTemp(path string) (*os.File, error) {
+	dir, base := filepath.Split(path)
+	for range 100 {
+		name := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%016x", base, rand.Uint64()))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil || !os.IsExist(err) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("%s: no free temporary name", path)
+}
+
+// WriteOne appends one sample.
+func (w *Writer) WriteOne(p []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return ErrClosed
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if w.count == w.n {
+		return fmt.Errorf("%w: %s: the file was created for n=%d samples; sample %d is one too many",
+			ErrInvalid, w.path, w.n, w.count)
+	}
+	if w.comp != nil {
+		p = w.comp.store(p)
+	}
+	w.crcs = append(w.crcs, crc32.ChecksumIEEE(p))
+	w.offsets = append(w.offsets, w.pos)
+	w.count++
+	w.err = w.appendData(p)
+	return w.err
+}
+
+// appendData adds stored bytes to the data area: small ones through the buffer, large ones
+// straight to the file.
+func (w *Writer) appendData(p []byte) error {
+	if len(p) >= directWriteMin {
+		if err := w.flush(); err != nil {
+			return err
+		}
+		w.pos += uint64(len(p))
+		if err := w.writeAt(p, w.dataAt+w.pos-uint64(len(p))); err != nil {
+			return err
+		}
+		w.startWriteback(w.dataAt + w.pos)
+		return nil
+	}
+	if len(w.buf)+len(p) > cap(w.buf) {
+		if err := w.flush(); err != nil {
+			return err
+		}
+	}
+	w.buf = append(w.buf, p...)
+	w.pos += uint64(len(p))
+	return nil
+}
+
+// flush hands the buffer to a background write and continues with the spare one, once
+// the previous background write has finished.
+func (w *Writer) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	if err := w.wait(); err != nil {
+		return err
+	}
+	data, off := w.buf, w.dataAt+w.pos-uint64(len(w.buf))
+	done := make(chan error, 1)
+	go func() { done <- w.writeAt(data, off) }()
+	w.inflight = done
+	w.buf, w.spare = w.spare[:0], data
+	w.startWriteback(off)
+	return nil
+}
+
+// wait waits for the background write, if any, and returns its error.
+func (w *Writer) wait() error {
+	if w.inflight == nil {
+		return nil
+	}
+	err := <-w.inflight
+	w.inflight = nil
+	return err
+}
+
+// writeAt writes all of p at off, in calls of at most maxIO bytes.
+func (w *Writer) writeAt(p []byte, off uint64) error {
+	for len(p) > 0 {
+		chunk := p[:min(len(p), maxIO)]
+		n, err := w.tmp.WriteAt(chunk, int64(off))
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.path, err)
+		}
+		p, off = p[n:], off+uint64(n)
+	}
+	return nil
+}
+
+// writebackStep is how much written data accumulates before the kernel is asked to start
+// writing it to disk.
+const writebackStep = 16 << 20
+
+// startWriteback asks the kernel to begin writing out data written so far (up to end),
+// in steps of writebackStep, without waiting for it. Otherwise a file smaller than the
+// dirty-page threshold (gigabytes here) reaches the disk only at the fsync in Close, and
+// writing takes the time to produce the data plus the time to flush it instead of the
+// larger of the two (measured: 64 MiB of 1 KiB samples, Close included, 0.29 → 0.38 GB/s).
+//
+// Staged data (UnknownCount) is left alone: it is copied and deleted at Close, and need
+// not reach the disk at all.
+func (w *Writer) startWriteback(end uint64) {
+	if w.n == UnknownCount || end < w.writtenBack+writebackStep {
+		return
+	}
+	_ = unix.SyncFileRange(int(w.tmp.Fd()), int64(w.writtenBack), int64(end-w.writtenBack), unix.SYNC_FILE_RANGE_WRITE)
+	w.writtenBack = end
+}
+
+// Count is the number of samples written so far.
+func (w *Writer) Count() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.count
+}
+
+// Close completes the file: header, fsync, rename over the final path, fsync of the
+// directory. With fewer samples than declared it fails with ErrInvalid and leaves
+// nothing at the path.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return ErrClosed
+	}
+	if w.err != nil {
+		w.discard()
+		return w.err
+	}
+	if w.n != UnknownCount && w.count != w.n {
+		err := fmt.Errorf("%w: %s: the file was created for n=%d samples but %d were written",
+			ErrInvalid, w.path, w.n, w.count)
+		w.discard()
+		return err
+	}
+	if err := w.finish(); err != nil {
+		w.discard()
+		return err
+	}
+	w.done = true
+	return nil
+}
+
+func (w *Writer) finish() error {
+	if w.comp != nil {
+		rec := w.comp.record()
+		w.crcs = append(w.crcs, crc32.ChecksumIEEE(rec))
+		w.offsets = append(w.offsets, w.pos)
+		if err := w.appendData(rec); err != nil {
+			return err
+		}
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	if err := w.wait(); err != nil {
+		return err
+	}
+	out := w.tmp
+	if w.n == UnknownCount {
+		final, err := w.moveBehindHeader()
+		if err != nil {
+			return err
+		}
+		out = final
+	}
+	if err := writeHeader(out, w.crcs, w.offsets, w.buf[:0]); err != nil {
+		return fmt.Errorf("%s: writing header: %w", w.path, err)
+	}
+	if err := out.Sync(); err != nil {
+		return fmt.Errorf("%s: %w", w.path, err)
+	}
+	if err := os.Rename(out.Name(), w.path); err != nil {
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("%s: %w", w.path, err)
+	}
+	return syncDir(filepath.Dir(w.path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return &fs.PathError{Op: "fsync", Path: dir, Err: err}
+	}
+	return nil
+}
+
+// Abort discards the file: nothing is left at the path (an earlier file there is kept).
+func (w *Writer) Abort() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return nil
+	}
+	w.discard()
+	return nil
+}
+
+func (w *Writer) discard() {
+	w.done = true
+	_ = w.wait()
+	_ = w.tmp.Close()
+	_ = os.Remove(w.tmp.Name())
+	w.crcs, w.offsets, w.buf, w.spare = nil, nil, nil, nil
+}

@@ -1,0 +1,158 @@
+package core
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// onlyEntries fails unless dir holds exactly the given names.
+func onlyEntries(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if strings.Join(got, ",") != strings.Join(names, ",") {
+		t.Fatalf("directory holds %v, want %v", got, names)
+	}
+}
+
+func TestWriterTooFewSamplesLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "few.ffr")
+	w, err := Create(path, 3, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteOne([]byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	err = w.Close()
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "n=3") || !strings.Contains(err.Error(), "1 were written") {
+		t.Fatalf("Close: err = %v, want ErrInvalid naming n and the count", err)
+	}
+	onlyEntries(t, dir)
+	if err := w.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close: err = %v", err)
+	}
+}
+
+func TestWriterTooManySamples(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(filepath.Join(dir, "many.ffr"), 1, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteOne(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteOne([]byte("x")); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "n=1") {
+		t.Fatalf("extra sample: err = %v, want ErrInvalid naming n", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("Close after a refused extra sample: %v", err)
+	}
+	onlyEntries(t, dir, "many.ffr")
+}
+
+func TestWriterAbortKeepsEarlierFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.ffr")
+	writeSamples(t, path, [][]byte{[]byte("old")}, WriterOptions{})
+	w, err := Create(path, 1, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteOne([]byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteOne([]byte("x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after abort: err = %v", err)
+	}
+	onlyEntries(t, dir, "a.ffr")
+	r := openReader(t, ReaderOptions{CheckData: true}, path)
+	assertSamples(t, readAll(t, r), [][]byte{[]byte("old")})
+}
+
+func TestWriterModeFollowsUmask(t *testing.T) {
+	old := syscall.Umask(0o027)
+	defer syscall.Umask(old)
+	path := tempPath(t, "m.ffr")
+	writeSamples(t, path, nil, WriterOptions{})
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o640 {
+		t.Fatalf("mode %v, want 0640 (0644 less umask 027)", info.Mode().Perm())
+	}
+}
+
+func TestWriterRejectsImpossibleCounts(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Create(filepath.Join(dir, "x.ffr"), maxSamples+1, WriterOptions{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("n too large: err = %v", err)
+	}
+	if _, err := Create(filepath.Join(dir, "x.ffr"), 1, WriterOptions{Compression: 9}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown compression: err = %v", err)
+	}
+	onlyEntries(t, dir)
+}
+
+// A writer killed with SIGKILL half-way leaves nothing at its path that opens as valid.
+// The writer runs in a child process: this test binary, which TestMain turns into
+// runKilledWriter.
+func TestWriterKilledLeavesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "killed.ffr")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), killTargetEnv+"="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "writing") {
+		t.Fatalf("child said %q, %v", line, err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("after kill: stat %s: %v, want no file", path, err)
+	}
+	if _, err := Open([]string{dir}, ReaderOptions{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("directory after kill opens as a dataset: %v", err)
+	}
+}
+
+// runKilledWriter is the child of TestWriterKilledLeavesNoFile: it writes until killed.
+func runKilledWriter(path string) {
+	w, err := Create(path, 1<<24, WriterOptions{})
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; ; i++ {
+		if err := w.WriteOne(make([]byte, 1000)); err != nil {
+			panic(err)
+		}
+		if i == 3*writeBuffer/1000 {
+			os.Stdout.WriteString("writing\n")
+		}
+	}
+}
