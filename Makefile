@@ -1,0 +1,51 @@
+# ffrecord — developer and CI entry points. Needs only Go, Python 3 (with venv and pip) and gcc.
+#
+#   make demo         venv + install, then write and read a dataset (examples/quickstart.py)
+#   make test         venv + install with every extra, then go vet, go test and pytest
+#   make build        libffrecord.so in python/ffrecord/ for PYTHONPATH=python development
+#   make bench        the benchmark suite (make bench-quick: a short run)
+#   make clean        build outputs (make distclean: the venv too)
+
+PYTHON ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+EXTRAS ?= test,torch,bench
+PYTEST_ARGS ?=
+# Tests run against the installed package, never against python/ on the path.
+RUN := env -u PYTHONPATH -u FFRECORD_LIBRARY
+
+.PHONY: build venv install demo test bench bench-quick clean distclean
+
+build:
+	PYTHONWARNINGS=ignore $(PYTHON) setup.py -q build_ext --inplace
+
+$(VPY):
+	$(PYTHON) -m venv $(VENV)
+
+venv: $(VPY)
+
+install: venv
+	$(RUN) $(VPY) -m pip install --disable-pip-version-check -q ".[$(EXTRAS)]"
+
+demo: venv
+	$(RUN) $(VPY) -m pip install --disable-pip-version-check -q .
+	$(RUN) $(VPY) examples/quickstart.py
+
+test: install
+	go vet ./...
+	go test ./...
+	$(RUN) $(VPY) -m pytest -q -rfEs $(PYTEST_ARGS)
+
+bench: install
+	$(RUN) $(VPY) benchmarks/run.py
+
+bench-quick: install
+	$(RUN) $(VPY) benchmarks/run.py --quick
+
+clean:
+	rm -rf build dist python/*.egg-info .pytest_cache
+	rm -f python/ffrecord/libffrecord.so python/ffrecord/libffrecord.h python/ffrecord/_version.py
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,244 @@
+"""Lazy, fork-proof loading of ``libffrecord.so`` and the ctypes signatures of its C ABI.
+
+The library holds a Go runtime, and a Go runtime does not survive ``fork()``: the child has
+none of its threads, so any call into the parent's copy hangs forever. So:
+
+- nothing is loaded at ``import ffrecord``; the first call loads the library;
+- a fork is noticed (``os.register_at_fork`` and a pid check); the next call in the child
+  loads a *private copy* of the library from a new inode (a ``memfd_create`` file, else a
+  temporary file), which starts a fresh runtime. Handles of the parent's runtime mean
+  nothing there: every load bumps a *generation* number, and objects holding handles
+  compare it to theirs (readers reopen by path, writers refuse);
+- when no fresh copy can be had, the call raises ``RuntimeError`` at once: never a hang.
+
+Calls go through ``ctypes.CDLL``, which releases the GIL for their duration; the lock
+here guards only the (re)load, never the calls.
+
+>>> from ffrecord import _lib
+>>> _lib.current().generation >= 1
+True
+>>> _lib.version().count(".") >= 2
+True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import tempfile
+import threading
+from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
+from pathlib import Path
+from typing import NamedTuple, NoReturn
+
+from .errors import exception_for
+
+LIBRARY_ENV = "FFRECORD_LIBRARY"
+LIBRARY_NAME = "libffrecord.so"
+UNKNOWN_COUNT = 2**64 - 1  # ffr_writer_create: count not known in advance
+CHECK_DATA = 1
+DIRECT = 2
+COMPRESSION = {None: 0, "none": 0, "lz4": 1}
+
+_LOAD_TIMEOUT = 30.0  # seconds to wait for another thread's (re)load before giving up
+_ERRMSG_CAPACITY = 1 << 16  # ffr_errmsg clears the message, so fetch it whole at once
+
+_u64p = POINTER(c_uint64)
+_SIGNATURES: dict[str, list[type]] = {
+    "ffr_version": [c_char_p, c_size_t],
+    "ffr_errmsg": [c_char_p, c_size_t],
+    "ffr_open_handles": [_u64p],
+    "ffr_writer_create": [c_char_p, c_uint64, c_int32, POINTER(c_int64)],
+    "ffr_writer_write": [c_int64, c_void_p, c_uint64],
+    "ffr_writer_count": [c_int64, _u64p],
+    "ffr_writer_close": [c_int64],
+    "ffr_writer_abort": [c_int64],
+    "ffr_reader_open": [POINTER(c_char_p), c_uint64, c_uint32, POINTER(c_int64)],
+    "ffr_reader_len": [c_int64, _u64p],
+    "ffr_reader_nfiles": [c_int64, _u64p],
+    "ffr_reader_fname": [c_int64, c_uint64, c_char_p, c_size_t, POINTER(c_size_t)],
+    "ffr_reader_file_counts": [c_int64, c_void_p, c_uint64],
+    "ffr_reader_warnings": [c_int64, c_char_p, c_size_t, POINTER(c_size_t)],
+    "ffr_reader_sizes": [c_int64, c_void_p, c_uint64, c_void_p],
+    "ffr_reader_read_batch": [c_int64, c_void_p, c_uint64, c_void_p, c_uint64, c_void_p],
+    "ffr_reader_verify": [c_int64, c_uint64, c_uint64, c_void_p, c_uint64, _u64p],
+    "ffr_reader_close": [c_int64],
+}
+
+
+class Library(NamedTuple):
+    """The copy of the library usable in this process."""
+
+    dll: ctypes.CDLL
+    pid: int  # the process that loaded it
+    generation: int  # bumped at every load: handles from another generation are foreign
+    path: str  # what was dlopen'ed (a /proc/<pid>/fd/<n> path for a private copy)
+
+
+_state: Library | None = None
+_generation = 0
+_lock = threading.Lock()
+# Copies loaded by this process or its ancestors: their runtimes may be dead here.
+_loaded_handles: set[int] = set()
+# The memfds of private copies stay open so that no later copy, in this process or a child,
+# can get the same /proc path, which dlopen would answer with the old (dead) copy.
+_private_fds: list[int] = []
+
+
+def current() -> Library:
+    """The library for this process, loading it (or a fresh private copy after a fork)."""
+    state = _state
+    if state is not None and state.pid == os.getpid():
+        return state
+    return _load()
+
+
+def loaded() -> Library | None:
+    """The library if this process has already loaded it, without loading anything."""
+    state = _state
+    return state if state is not None and state.pid == os.getpid() else None
+
+
+def library_path() -> Path:
+    """Where the shared object is read from: ``$FFRECORD_LIBRARY``, else beside this file."""
+    override = os.environ.get(LIBRARY_ENV)
+    return Path(override) if override else Path(__file__).with_name(LIBRARY_NAME)
+
+
+def check(status: int) -> int:
+    """Returns a non-negative status; raises the mapped exception with the Go message."""
+    if status < 0:
+        raise_status(status)
+    return status
+
+
+def raise_status(status: int) -> NoReturn:
+    """Raises the exception for a failed call, with this thread's last Go error message."""
+    raise exception_for(status)(last_error_message() or f"libffrecord status {status}")
+
+
+def last_error_message() -> str:
+    buf = ctypes.create_string_buffer(_ERRMSG_CAPACITY)
+    current().dll.ffr_errmsg(buf, _ERRMSG_CAPACITY)
+    return buf.value.decode("utf-8", "replace")
+
+
+def version() -> str:
+    """The library's version string, e.g. ``"1.0.0"``."""
+    buf = ctypes.create_string_buffer(64)
+    current().dll.ffr_version(buf, len(buf))
+    return buf.value.decode()
+
+
+def open_handles() -> int:
+    """How many reader and writer handles are open in this process's copy of the library."""
+    count = c_uint64()
+    check(current().dll.ffr_open_handles(ctypes.byref(count)))
+    return count.value
+
+
+def encode_path(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bytes:
+    """A path as the UTF-8 bytes the C ABI takes (``os.fsencode`` keeps odd bytes intact)."""
+    return os.fsencode(path)
+
+
+def _load() -> Library:
+    global _state, _generation
+    if not _lock.acquire(timeout=_LOAD_TIMEOUT):
+        raise RuntimeError("ffrecord: timed out waiting for the native library to load")
+    try:
+        pid = os.getpid()
+        state = _state
+        if state is not None and state.pid == pid:
+            return state
+        path = library_path()
+        if _loaded_handles:
+            dll, loaded_from = _load_private_copy(path)
+        else:
+            dll, loaded_from = _load_original(path), str(path)
+        _declare(dll)
+        _loaded_handles.add(dll._handle)
+        _generation += 1
+        _state = Library(dll, pid, _generation, loaded_from)
+        return _state
+    finally:
+        _lock.release()
+
+
+def _load_original(path: Path) -> ctypes.CDLL:
+    if not path.is_file():
+        raise RuntimeError(
+            f"ffrecord: native library not found at {path}; build it with `make build` or "
+            f"install the package with `pip install .` (or set {LIBRARY_ENV})"
+        )
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise RuntimeError(f"ffrecord: cannot load {path}: {exc}") from exc
+
+
+def _load_private_copy(path: Path) -> tuple[ctypes.CDLL, str]:
+    """Loads the library again from a new inode, so that a fresh Go runtime starts."""
+    failures = []
+    for make_copy in (_memfd_copy, _tempfile_copy):
+        try:
+            dll, loaded_from = make_copy(path)
+        except OSError as exc:
+            failures.append(f"{make_copy.__name__.strip('_')}: {exc}")
+            continue
+        if dll._handle in _loaded_handles:  # dlopen handed back a copy with a dead runtime
+            failures.append(f"{make_copy.__name__.strip('_')}: the loader reused an old copy")
+            continue
+        return dll, loaded_from
+    raise RuntimeError(
+        f"ffrecord: this process was forked after loading {path}, and no fresh copy of "
+        f"the library could be loaded ({'; '.join(failures)}); use the 'spawn' or "
+        f"'forkserver' multiprocessing start method"
+    )
+
+
+def _memfd_copy(path: Path) -> tuple[ctypes.CDLL, str]:
+    fd = os.memfd_create("libffrecord", os.MFD_CLOEXEC)
+    try:
+        _copy_into(path, fd)
+        loaded_from = f"/proc/{os.getpid()}/fd/{fd}"
+        dll = ctypes.CDLL(loaded_from)
+    except BaseException:
+        os.close(fd)
+        raise
+    _private_fds.append(fd)
+    return dll, loaded_from
+
+
+def _tempfile_copy(path: Path) -> tuple[ctypes.CDLL, str]:
+    fd, name = tempfile.mkstemp(prefix="libffrecord-", suffix=".so")
+    try:
+        _copy_into(path, fd)
+        return ctypes.CDLL(name), name
+    finally:
+        os.close(fd)
+        os.unlink(name)  # the mapping keeps the inode alive; the name is unique anyway
+
+
+def _copy_into(path: Path, fd: int) -> None:
+    with open(path, "rb") as src:
+        while chunk := src.read(1 << 20):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
+
+
+def _declare(dll: ctypes.CDLL) -> None:
+    for name, argtypes in _SIGNATURES.items():
+        func = getattr(dll, name)
+        func.argtypes = argtypes
+        func.restype = c_int32
+
+
+def _after_fork_in_child() -> None:
+    global _state, _lock
+    _lock = threading.Lock()  # another thread may have held it at the fork
+    _state = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

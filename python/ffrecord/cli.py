@@ -1,0 +1,394 @@
+"""The ``ffrecord`` command: look inside, check, extract and create FFRecord files.
+
+Run ``ffrecord --help`` or ``ffrecord COMMAND --help``. Exit status (every command):
+
+====  =====================================================================
+ 0    success (for ``verify``: every file and every sample is intact)
+ 1    damaged data: a bad checksum, a corrupt or truncated file
+ 2    bad usage: unknown option, bad argument, sample index out of range
+ 3    a path is missing or the operating system refused an operation
+130   interrupted (Ctrl-C)
+141   standard output closed early (e.g. piped into ``head``)
+====  =====================================================================
+
+Example:
+    >>> from ffrecord.cli import main
+    >>> main(["--version"])                                         # doctest: +SKIP
+    ffrecord 0.1.0
+    0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from .errors import CorruptFileError
+from .utils import _ProgressBar
+
+__all__ = ["main", "EXIT_OK", "EXIT_CORRUPT", "EXIT_USAGE", "EXIT_OS", "EXIT_INTERRUPTED",
+           "EXIT_BROKEN_PIPE"]
+
+EXIT_OK = 0
+EXIT_CORRUPT = 1
+EXIT_USAGE = 2
+EXIT_OS = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by it
+
+_EXIT_HELP = """exit status:
+  0    success (verify: every file and sample intact)
+  1    damaged data: bad checksum, corrupt or truncated file
+  2    bad usage: bad option or argument, sample index out of range
+  3    a path is missing or the operating system refused an operation
+  130  interrupted
+  141  standard output was closed early (e.g. piped into head)
+"""
+
+# verify checks this many samples per call: small enough for a lively progress bar and an
+# even spread over --jobs threads, large enough that the per-call cost vanishes.
+_VERIFY_CHUNK = 4096
+
+
+class _UsageError(Exception):
+    """A command-line argument the command cannot act on (exit status 2)."""
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help, --version, or an argparse usage error
+        return int(exit_.code or 0)
+    prog = f"ffrecord {args.command}"
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader of our output went away (e.g. `| head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except CorruptFileError as exc:
+        return _fail(prog, exc, EXIT_CORRUPT)
+    except (_UsageError, IndexError, ValueError, TypeError) as exc:
+        return _fail(prog, exc, EXIT_USAGE)
+    except OSError as exc:
+        return _fail(prog, exc, EXIT_OS)
+
+
+def _fail(prog: str, exc: BaseException, status: int) -> int:
+    print(f"{prog}: error: {exc}", file=sys.stderr)
+    return status
+
+
+def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="ffrecord", epilog=_EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Inspect, verify, extract and create FFRecord (.ffr) files.")
+    parser.add_argument("--version", action="version", version=f"ffrecord {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, run: Callable, help_: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_, description=help_, epilog=_EXIT_HELP,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub.set_defaults(run=run)
+        return sub
+
+    info = command("info", _info, "Show sample counts, files, sizes and compression.")
+    info.add_argument("paths", nargs="+", metavar="FILE|DIR",
+                      help="an .ffr file, or a directory of .ffr files read as one dataset")
+    info.add_argument("--json", action="store_true", help="print one JSON object per path")
+
+    verify = command("verify", _verify,
+                     "Check the metadata and every sample checksum; list each bad sample.")
+    verify.add_argument("paths", nargs="+", metavar="FILE|DIR")
+    verify.add_argument("-j", "--jobs", type=_positive_int, default=os.cpu_count() or 1,
+                        metavar="N", help="threads checking in parallel (default: CPU count)")
+    verify.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bar on stderr (default: when stderr is a terminal)")
+
+    cat = command("cat", _cat, "Write the raw bytes of samples to standard output.")
+    cat.add_argument("file", metavar="FILE|DIR")
+    cat.add_argument("indices", nargs="+", metavar="INDEX",
+                     help="sample index (negative counts from the end) or range START:STOP")
+
+    pack = command("pack", _pack, "Pack a folder into one .ffr file (pack_folder).")
+    pack.add_argument("folder", metavar="FOLDER")
+    pack.add_argument("out", metavar="OUT")
+    pack.add_argument("-v", "--verbose", action="store_true", help="show progress")
+
+    unpack = command("unpack", _unpack, "Extract a packed .ffr file into a directory.")
+    unpack.add_argument("file", metavar="FILE")
+    unpack.add_argument("out", metavar="DIR")
+    unpack.add_argument("-v", "--verbose", action="store_true", help="show progress")
+
+    convert = command("convert", None, "Convert other record formats into one .ffr file.")
+    kinds = convert.add_subparsers(dest="kind", metavar="KIND", required=True)
+    for kind, help_ in (("tfrecord", "TFRecord files (both CRC-32C checksums verified)"),
+                        ("ofrecord", "OneFlow OFRecord part-N files"),
+                        ("folder", "a folder, as pack does")):
+        sub = kinds.add_parser(kind, help=help_, description=f"Convert {help_} to OUT.",
+                               epilog=_EXIT_HELP,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub.set_defaults(run=_convert)
+        sub.add_argument("inputs", nargs="+", metavar="INPUT",
+                         help="input file or directory" + ("" if kind == "folder" else "(s)"))
+        sub.add_argument("out", metavar="OUT", help="the .ffr file to write")
+        sub.add_argument("-v", "--verbose", action="store_true", help="show progress")
+        if kind != "folder":
+            sub.add_argument("--compression", choices=("none", "lz4"), default="none",
+                             help="compress samples with LZ4 (default: none)")
+        if kind == "tfrecord":
+            sub.add_argument("--no-verify", dest="verify", action="store_false",
+                             help="skip the CRC-32C checks (faster without a compiled CRC)")
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _ffr_files(path: str) -> List[str]:
+    """The files a path stands for: itself, or a directory's ``*.ffr`` sorted by name."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(str(f) for f in p.glob("*.ffr"))
+        if not files:
+            raise _UsageError(f"{path}: directory holds no .ffr files")
+        return files
+    if not p.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    return [path]
+
+
+# ---- info --------------------------------------------------------------------------------
+
+def _info(args: argparse.Namespace) -> int:
+    for path in args.paths:
+        summary = _summarize(path)
+        if args.json:
+            print(json.dumps(summary))
+        else:
+            _print_summary(summary)
+    return EXIT_OK
+
+
+def _summarize(path: str) -> Dict:
+    import numpy as np
+
+    from ._layout import describe
+
+    files, all_sizes = [], []
+    for fname in _ffr_files(path):
+        with _open_reader(fname, check_data=False) as reader:
+            sizes = reader.sizes(np.arange(len(reader), dtype=np.uint64)) if len(reader) else \
+                np.zeros(0, dtype=np.uint64)
+        layout = describe(fname)
+        all_sizes.append(sizes)
+        files.append({"file": fname, "samples": int(len(sizes)), "bytes": layout.file_size,
+                      "sample_bytes": int(sizes.sum()), "stored_bytes": layout.data_size,
+                      "compression": layout.compression,
+                      "packed_folder": layout.packed_folder})
+    sizes = np.concatenate(all_sizes)
+    stats = ({"min": int(sizes.min()), "median": float(np.median(sizes)),
+              "max": int(sizes.max()), "mean": float(sizes.mean())} if len(sizes) else None)
+    compressions = sorted({f["compression"] for f in files})
+    return {"path": path, "samples": int(len(sizes)), "files": files,
+            "bytes": sum(f["bytes"] for f in files),
+            "sample_bytes": int(sizes.sum()),
+            "stored_bytes": sum(f["stored_bytes"] for f in files),
+            "sample_size": stats, "compression": "+".join(compressions)}
+
+
+def _print_summary(s: Dict) -> None:
+    print(f"{s['path']}")
+    print(f"  samples      {s['samples']:,}")
+    print(f"  files        {len(s['files'])}")
+    for f in s["files"]:
+        extra = ", packed folder" if f["packed_folder"] else ""
+        print(f"    {f['file']}  {f['samples']:,} samples  {f['bytes']:,} bytes  "
+              f"{f['compression']}{extra}")
+    print(f"  total size   {s['bytes']:,} bytes on disk, {s['sample_bytes']:,} bytes of samples")
+    if s["sample_size"]:
+        st = s["sample_size"]
+        print(f"  sample size  min {st['min']:,}  median {st['median']:,.1f}  "
+              f"max {st['max']:,}  mean {st['mean']:,.1f} bytes")
+    ratio = ""
+    if s["compression"] != "none" and s["stored_bytes"]:
+        ratio = f" (samples stored in {s['stored_bytes']:,} bytes, " \
+                f"ratio {s['sample_bytes'] / s['stored_bytes']:.2f}x)"
+    print(f"  compression  {s['compression']}{ratio}")
+
+
+# ---- verify ------------------------------------------------------------------------------
+
+def _verify(args: argparse.Namespace) -> int:
+    files = [f for path in args.paths for f in _ffr_files(path)]
+    readers: Dict[str, Any] = {}
+    unreadable: Dict[str, str] = {}
+    bad: Dict[str, List[int]] = {}
+    try:
+        for fname in files:
+            try:
+                readers[fname] = _open_reader(fname, check_data=False)
+            except (CorruptFileError, OSError) as exc:
+                unreadable[fname] = str(exc)
+        chunks = [(fname, start, min(_VERIFY_CHUNK, len(r) - start))
+                  for fname, r in readers.items() for start in range(0, len(r), _VERIFY_CHUNK)]
+        show = sys.stderr.isatty() if args.progress is None else args.progress
+        with _ProgressBar(sum(c[2] for c in chunks), show, "verify") as bar, \
+                ThreadPoolExecutor(args.jobs) as pool:
+            for (fname, _, count), result in pool.map(
+                    lambda c: (c, _check_chunk(readers[c[0]], c[1], c[2])), chunks):
+                if isinstance(result, Exception):
+                    unreadable.setdefault(fname, str(result))
+                else:
+                    bad.setdefault(fname, []).extend(result)
+                bar.update(count)
+        for fname in files:  # report in file order, each problem once
+            if fname in unreadable:
+                print(f"{fname}: unreadable: {unreadable[fname]}")
+            indices = sorted(set(bad.get(fname, [])))
+            for index, why in _explain(fname, indices, readers.get(fname)):
+                print(f"{fname}: sample {index}: {why}")
+    finally:
+        for reader in readers.values():
+            reader.close()
+    nbad = sum(len(set(v)) for v in bad.values())
+    if unreadable or nbad:
+        print(f"FAILED: {nbad} bad sample(s) and {len(unreadable)} unreadable file(s) "
+              f"among {len(files)} file(s)", file=sys.stderr)
+        return EXIT_CORRUPT
+    nsamples = sum(c[2] for c in chunks)
+    print(f"OK: {len(files)} file(s), {nsamples:,} samples verified")
+    return EXIT_OK
+
+
+def _open_reader(fname: str, check_data: bool):
+    """Opens one file, printing the reader's warnings (e.g. a legacy file) as plain lines."""
+    from .reader import FileReader
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reader = FileReader(fname, check_data=check_data)
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    return reader
+
+
+def _check_chunk(reader, start: int, count: int):
+    """Bad indices of one chunk, or the exception that stopped reading it."""
+    try:
+        return reader.verify(start, count)
+    except (CorruptFileError, OSError) as exc:
+        return exc
+
+
+# Reading a bad sample again gives the reader's own diagnosis (which checksums disagree, or
+# where the file ends); past this many, the list alone is printed.
+_EXPLAIN_LIMIT = 100
+
+
+def _explain(fname: str, indices: List[int], unchecked):
+    """Yields (index, reason) for the bad samples of one file."""
+    if not indices:
+        return
+    from .reader import FileReader
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # already shown when the file was opened
+            reader = FileReader(fname, check_data=True)
+    except (CorruptFileError, OSError):  # e.g. a file cut short inside its data
+        reader = None
+    try:
+        for k, index in enumerate(indices):
+            reason = "checksum mismatch"
+            if k < _EXPLAIN_LIMIT:
+                try:
+                    (reader or unchecked).read_one(index)
+                except (CorruptFileError, OSError) as exc:
+                    reason = str(exc).replace(f"{fname}: sample {index}: ", "")
+            yield index, reason
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+# ---- cat, pack, unpack, convert ----------------------------------------------------------
+
+def _cat(args: argparse.Namespace) -> int:
+    from .reader import FileReader
+
+    with FileReader(args.file, check_data=True) as reader:
+        indices = [i for text in args.indices for i in _parse_indices(text, len(reader))]
+        out = sys.stdout.buffer
+        for index in indices:
+            out.write(reader.read_one(index))
+        out.flush()
+    return EXIT_OK
+
+
+def _parse_indices(text: str, n: int) -> range:
+    """``"5"`` → [5]; ``"-1"`` → [n-1]; ``"2:5"`` / ``":3"`` / ``"7:"`` → that range."""
+    try:
+        if ":" not in text:
+            index = int(text)
+            if not -n <= index < n:
+                raise _UsageError(f"index {index} is out of range for {n} samples")
+            return range(index % n, index % n + 1)
+        start, stop = (int(part) if part else None for part in text.split(":", 1))
+    except ValueError:
+        raise _UsageError(f"{text!r} is not an index or START:STOP range") from None
+    return range(n)[slice(start, stop)]
+
+
+def _pack(args: argparse.Namespace) -> int:
+    from .packed import pack_folder
+
+    count = pack_folder(args.folder, args.out, args.verbose)
+    print(f"packed {count} file(s) from {args.folder} into {args.out}")
+    return EXIT_OK
+
+
+def _unpack(args: argparse.Namespace) -> int:
+    from .packed import unpack_folder
+
+    count = unpack_folder(args.file, args.out, args.verbose)
+    print(f"unpacked {count} file(s) from {args.file} into {args.out}")
+    return EXIT_OK
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from . import convert
+
+    compression = None if getattr(args, "compression", "none") == "none" else args.compression
+    if args.kind == "folder":
+        if len(args.inputs) != 1:
+            raise _UsageError("convert folder takes exactly one input folder")
+        count = convert.folder_to_ffr(args.inputs[0], args.out, verbose=args.verbose)
+    elif args.kind == "tfrecord":
+        count = convert.tfrecord_to_ffr(args.inputs, args.out, verify=args.verify,
+                                        compression=compression, verbose=args.verbose)
+    else:
+        count = convert.ofrecord_to_ffr(args.inputs, args.out, compression=compression,
+                                        verbose=args.verbose)
+    print(f"wrote {count:,} samples to {args.out}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

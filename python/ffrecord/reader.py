@@ -1,0 +1,348 @@
+"""``FileReader``: random access to the samples of one or more FFRecord files.
+
+>>> import tempfile, os
+>>> from ffrecord import FileReader, FileWriter
+>>> path = os.path.join(tempfile.mkdtemp(), "demo.ffr")
+>>> with FileWriter(path, 3) as w:
+...     for payload in (b"a", b"bb", b"ccc"):
+...         w.write_one(payload)
+>>> with FileReader(path) as r:
+...     [s.tobytes() for s in r.read([2, 0, -2])]
+[b'ccc', b'a', b'bb']
+"""
+
+from __future__ import annotations
+
+import ctypes
+import operator
+import os
+import threading
+import warnings
+from collections.abc import Sequence
+from typing import Any, Union
+
+import numpy as np
+
+from . import _lib
+from ._indices import index_array, one_index
+from .errors import E_SHORTBUF, CorruptFileError, FFRecordWarning
+
+PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+_NAME_CAPACITY = 4096
+# Fixed-size samples are common: once a batch of at least _MIN_FIXED_EVIDENCE samples all had
+# one size, later batches are read into a buffer of that size times k in one call, without the
+# sizes call first (a wrong guess costs one retry, then guessing stops for good).
+_MIN_FIXED_EVIDENCE = 8
+_MAX_GUESS = 256 << 20
+_SIZE_UNKNOWN, _SIZES_VARY = -1, -2
+
+
+class FileReader:
+    """Reads samples by index from a file, a list of files, or a directory of ``*.ffr``.
+
+    The files are read as one dataset, in the order given (a directory's files sorted by
+    name). ``check_data`` verifies the metadata checksum at open and every sample's CRC-32 on
+    read; ``direct`` reads sample data with ``O_DIRECT`` (bypassing the page cache).
+
+    A reader is safe to use from many threads at once, survives ``fork()`` (the child
+    reopens the files by path on first use) and pickles by ``(fnames, check_data, direct)``.
+
+    >>> r = FileReader(path, check_data=True)          # doctest: +SKIP
+    >>> len(r), r.read_one(0).tobytes()                 # doctest: +SKIP
+    (3, b'a')
+    """
+
+    def __init__(self, fname: PathArg | Sequence[PathArg], check_data: bool = True, *,
+                 direct: bool = False) -> None:
+        self.check_data = bool(check_data)
+        self.direct = bool(direct)
+        self._closed = True  # until the open succeeds, so __del__ has nothing to do
+        self._reopen_lock = threading.Lock()
+        lib, self._handle = self._open(_paths_of(fname))
+        self._generation = lib.generation
+        self._closed = False
+        self.n: int = self._query_u64(lib.dll.ffr_reader_len)
+        self.fnames: list[str] = self._names(lib.dll)
+        self._file_counts: np.ndarray | None = None
+        self._fixed_size = _SIZE_UNKNOWN
+        for message in self._warnings(lib.dll):
+            warnings.warn(message, FFRecordWarning, stacklevel=2)
+
+    # -- reading ----------------------------------------------------------------------
+
+    def read(self, indices: Any) -> list[np.ndarray]:
+        """Reads a batch: one zero-copy ``uint8`` array per index, all views of one buffer.
+
+        >>> [s.tobytes() for s in r.read([0, 2])]      # doctest: +SKIP
+        [b'a', b'ccc']
+        """
+        buf, sizes, common = self._read(index_array(indices, self.n), None)
+        k = len(sizes)
+        if common >= 0:  # one size: the rows of a 2-D view are the cheapest views to make
+            return list(buf.reshape(k, common))
+        edges = _offsets(sizes).tolist()
+        return [buf[start:end] for start, end in zip(edges, edges[1:])]
+
+    def read_one(self, index: Any) -> np.ndarray:
+        """Reads one sample as a ``uint8`` array.
+
+        >>> r.read_one(-1).tobytes()                    # doctest: +SKIP
+        b'ccc'
+        """
+        idx = np.array([one_index(index, self.n)], np.uint64)
+        return self._read(idx, None)[0]
+
+    def read_batch(self, indices: Any, out: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """Reads a batch back to back into one buffer, with no per-sample objects.
+
+        Returns ``(buffer, offsets)``: sample ``k`` is ``buffer[offsets[k]:offsets[k+1]]``.
+        ``out``, when given, is a writable C-contiguous buffer to read into (``ValueError``
+        when too small); the returned buffer is then a ``uint8`` view of its beginning.
+
+        >>> buf, offsets = r.read_batch([1, 2])        # doctest: +SKIP
+        >>> buf.tobytes(), offsets.tolist()             # doctest: +SKIP
+        (b'bbccc', [0, 2, 5])
+        """
+        buf, sizes, _ = self._read(index_array(indices, self.n), out)
+        return buf, _offsets(sizes)
+
+    def sizes(self, indices: Any) -> np.ndarray:
+        """The size in bytes of each sample, as ``uint64``.
+
+        >>> r.sizes([0, 1, 2]).tolist()                 # doctest: +SKIP
+        [1, 2, 3]
+        """
+        idx = index_array(indices, self.n)
+        sizes = np.empty(len(idx), np.uint64)
+        if len(idx):
+            dll, handle = self._live()
+            _lib.check(dll.ffr_reader_sizes(handle, idx.ctypes.data, len(idx), sizes.ctypes.data))
+        return sizes
+
+    def _read(self, idx: np.ndarray, out: Any) -> tuple[np.ndarray, np.ndarray, int]:
+        """Reads ``idx`` into one buffer; returns it, the sizes, and the common sample size
+        (-1 when the sizes differ)."""
+        dll, handle = self._live()
+        k = len(idx)
+        sizes = np.empty(k, np.uint64)
+        if k == 0:
+            return np.empty(0, np.uint8), sizes, -1
+        if out is None and 0 <= self._fixed_size * k <= _MAX_GUESS:
+            done = self._read_fixed_size(dll, handle, idx, sizes)
+            if done is not None:
+                return done
+        else:
+            status = dll.ffr_reader_sizes(handle, idx.ctypes.data, k, sizes.ctypes.data)
+            if status:
+                _lib.raise_status(status)
+        total = int(sizes.sum())
+        buf = np.empty(total, np.uint8) if out is None else _output_view(out, total)
+        status = dll.ffr_reader_read_batch(handle, idx.ctypes.data, k, buf.ctypes.data, total,
+                                           sizes.ctypes.data)
+        if status:
+            _lib.raise_status(status)
+        common = int(sizes[0])
+        if not (sizes == common).all():
+            return buf, sizes, -1
+        if k >= _MIN_FIXED_EVIDENCE and self._fixed_size == _SIZE_UNKNOWN:
+            self._fixed_size = common
+        return buf, sizes, common
+
+    def _read_fixed_size(self, dll: ctypes.CDLL, handle: int, idx: np.ndarray,
+                         sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """One call, no sizes call, into a buffer sized for samples of the learnt size.
+        ``None`` when it was too small: ``sizes`` is filled and nothing was read."""
+        fixed, k = self._fixed_size, len(idx)
+        buf = np.empty(fixed * k, np.uint8)
+        status = dll.ffr_reader_read_batch(handle, idx.ctypes.data, k, buf.ctypes.data,
+                                           fixed * k, sizes.ctypes.data)
+        if status == 0 and (sizes == fixed).all():
+            return buf, sizes, fixed
+        if status not in (0, E_SHORTBUF):
+            _lib.raise_status(status)
+        self._fixed_size = _SIZES_VARY  # guessed wrong once: size every batch from now on
+        return (buf[: int(sizes.sum())], sizes, -1) if status == 0 else None
+
+    # -- checking ---------------------------------------------------------------------
+
+    def verify(self, start: int = 0, count: int | None = None) -> list[int]:
+        """Checks metadata and every sample CRC in ``[start, start+count)``, whatever
+        ``check_data`` is; returns the dataset indices of bad samples.
+
+        >>> r.verify()                                  # doctest: +SKIP
+        []
+        """
+        start = operator.index(start)
+        start = start + self.n if start < 0 else start
+        if not 0 <= start <= self.n:
+            raise IndexError(f"start {start} out of range for {self.n} samples")
+        count = self.n - start if count is None else operator.index(count)
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
+        capacity = min(count, 1024)
+        while True:
+            bad = np.empty(max(capacity, 1), np.uint64)
+            nbad = ctypes.c_uint64()
+            dll, handle = self._live()
+            _lib.check(dll.ffr_reader_verify(handle, start, count, bad.ctypes.data, capacity,
+                                         ctypes.byref(nbad)))
+            if nbad.value <= capacity:
+                return bad[: nbad.value].tolist()
+            capacity = nbad.value
+
+    def validate(self) -> None:
+        """Raises ``CorruptFileError`` naming the file and sample of the first bad sample.
+
+        >>> r.validate()                                # doctest: +SKIP
+        """
+        bad = self.verify()
+        if bad:
+            fname, local = self._locate(bad[0])
+            others = f" ({len(bad)} bad samples in all)" if len(bad) > 1 else ""
+            raise CorruptFileError(
+                f"{fname}: sample {local}: checksum mismatch (dataset index {bad[0]}){others}"
+            )
+
+    def _locate(self, index: int) -> tuple[str, int]:
+        """The file holding dataset index ``index`` and the index within that file."""
+        if self._file_counts is None:
+            counts = np.empty(len(self.fnames), np.uint64)
+            dll, handle = self._live()
+            _lib.check(dll.ffr_reader_file_counts(handle, counts.ctypes.data, len(counts)))
+            self._file_counts = np.cumsum(counts)
+        file_no = int(np.searchsorted(self._file_counts, index, side="right"))
+        first = int(self._file_counts[file_no - 1]) if file_no else 0
+        return self.fnames[file_no], index - first
+
+    # -- lifetime ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the files; later reads raise ``ValueError``. Closing twice is a no-op."""
+        if self._closed:
+            return
+        self._closed = True
+        generation, self._generation = self._generation, -1  # makes _live() refuse
+        lib = _lib.loaded()
+        if lib is not None and lib.generation == generation:
+            _lib.check(lib.dll.ffr_reader_close(self._handle))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __enter__(self) -> FileReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - a destructor must not raise
+            pass
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _unpickle, (type(self), self.fnames, self.check_data, self.direct)
+
+    def __repr__(self) -> str:
+        names = self.fnames if len(self.fnames) <= 3 else [*self.fnames[:2], "...", self.fnames[-1]]
+        shown = repr(names[0]) if len(self.fnames) == 1 else repr(names)
+        state = ", closed" if self._closed else ""
+        return (f"{type(self).__name__}({shown}, check_data={self.check_data}"
+                f"{', direct=True' if self.direct else ''}) n={self.n}{state}")
+
+    # -- handles ----------------------------------------------------------------------
+
+    def _live(self) -> tuple[ctypes.CDLL, int]:
+        """The library and this reader's handle in it, reopening after a fork."""
+        lib = _lib.current()
+        if lib.generation == self._generation:
+            return lib.dll, self._handle
+        return self._reopen(lib)
+
+    def _reopen(self, lib: _lib.Library) -> tuple[ctypes.CDLL, int]:
+        if not self._reopen_lock.acquire(timeout=60):
+            raise RuntimeError(f"{self!r}: timed out waiting for another thread to reopen it")
+        try:
+            if self._closed:
+                raise ValueError(f"I/O operation on closed {type(self).__name__}")
+            if self._generation != lib.generation:  # first thread here after the fork
+                _, handle = self._open(self.fnames)
+                self._handle, self._generation = handle, lib.generation
+            return lib.dll, self._handle
+        finally:
+            self._reopen_lock.release()
+
+    def _open(self, paths: list[str]) -> tuple[_lib.Library, int]:
+        lib = _lib.current()
+        encoded = (ctypes.c_char_p * len(paths))(*(_lib.encode_path(p) for p in paths))
+        flags = (_lib.CHECK_DATA if self.check_data else 0) | (_lib.DIRECT if self.direct else 0)
+        handle = ctypes.c_int64()
+        _lib.check(lib.dll.ffr_reader_open(encoded, len(paths), flags, ctypes.byref(handle)))
+        return lib, handle.value
+
+    def _query_u64(self, func: Any) -> int:
+        value = ctypes.c_uint64()
+        _lib.check(func(self._handle, ctypes.byref(value)))
+        return value.value
+
+    def _names(self, dll: ctypes.CDLL) -> list[str]:
+        nfiles = self._query_u64(dll.ffr_reader_nfiles)
+        return [os.fsdecode(_copy_string(dll.ffr_reader_fname, self._handle, i))
+                for i in range(nfiles)]
+
+    def _warnings(self, dll: ctypes.CDLL) -> list[str]:
+        text = _copy_string(dll.ffr_reader_warnings, self._handle).decode("utf-8", "replace")
+        return [line for line in text.splitlines() if line]
+
+
+def _copy_string(func: Any, *args: Any) -> bytes:
+    """Calls a ``(…, buf, len, needed)`` C function, growing the buffer until it fits."""
+    capacity = _NAME_CAPACITY
+    while True:
+        buf = ctypes.create_string_buffer(capacity)
+        needed = ctypes.c_size_t()
+        status = func(*args, buf, capacity, ctypes.byref(needed))
+        if status == 0 or needed.value < capacity:
+            _lib.check(status)
+            return buf.value
+        capacity = needed.value + 1
+
+
+def _offsets(sizes: np.ndarray) -> np.ndarray:
+    """Start offsets of back-to-back samples, plus the end: ``int64``, ``len(sizes) + 1``."""
+    offsets = np.empty(len(sizes) + 1, np.int64)
+    offsets[0] = 0
+    np.cumsum(sizes.view(np.int64), out=offsets[1:])
+    return offsets
+
+
+def _paths_of(fname: Any) -> list[str]:
+    if isinstance(fname, (str, bytes, os.PathLike)):
+        return [os.fsdecode(fname)]
+    if isinstance(fname, (list, tuple)):
+        paths = []
+        for item in fname:
+            if not isinstance(item, (str, bytes, os.PathLike)):
+                raise TypeError(f"file names must be str or os.PathLike, not {type(item).__name__}")
+            paths.append(os.fsdecode(item))
+        return paths
+    raise TypeError(f"fname must be a path or a list of paths, not {type(fname).__name__}")
+
+
+def _output_view(out: Any, total: int) -> np.ndarray:
+    view = memoryview(out)
+    if view.readonly or not view.c_contiguous:
+        raise ValueError("out must be a writable C-contiguous buffer")
+    if view.nbytes < total:
+        raise ValueError(f"out holds {view.nbytes} bytes; the batch needs {total}")
+    return np.frombuffer(view, np.uint8, count=total)
+
+
+def _unpickle(cls: type[FileReader], fnames: list[str], check_data: bool,
+              direct: bool) -> FileReader:
+    return cls(fnames, check_data, direct=direct)

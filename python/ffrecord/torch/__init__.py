@@ -1,0 +1,15 @@
+"""PyTorch integration: datasets that read a batch per call, a DataLoader that resumes exactly.
+
+``import ffrecord`` never imports torch; ``import ffrecord.torch`` does.
+
+>>> from ffrecord.torch import DataLoader
+>>> loader = DataLoader(list(range(6)), batch_size=2, shuffle=True, seed=0)
+>>> batches = [b.tolist() for b in loader]
+>>> sorted(sum(batches, []))
+[0, 1, 2, 3, 4, 5]
+"""
+
+from .dataloader import DataLoader
+from .dataset import ConcatDataset, Dataset, Subset
+
+__all__ = ["ConcatDataset", "DataLoader", "Dataset", "Subset"]

@@ -1,0 +1,324 @@
+"""A drop-in ``torch.utils.data.DataLoader`` that resumes at the exact batch.
+
+The loader counts the batches it has *handed to the user* in the current epoch (not the ones
+its workers have prefetched), so ``state_dict()`` taken anywhere inside the training loop
+describes exactly what comes next. Everything else is torch's own loader: the only change
+is the index sampler, replaced by one that can start an epoch at any batch (see
+``sampler.py``).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.utils.data
+
+from ._state import decode_generator_state, dataset_fingerprint, encode_generator_state
+from .sampler import EpochBatchSampler, SkippingBatchSampler
+
+STATE_FORMAT = "ffrecord.torch.DataLoader/1"
+
+
+@dataclass
+class _EpochRun:
+    """Progress of the epoch an iterator is producing."""
+
+    epoch: int
+    start: int  # first batch of this epoch (set_step or a loaded state)
+    num_batches: int  # batches in a whole epoch
+    generator_state: torch.Tensor | None  # the loader's generator as the epoch began
+    yielded: int = 0  # batches handed to the user so far
+    finished: bool = False  # the iterator has raised StopIteration
+
+    @property
+    def exhausted(self) -> bool:
+        return self.finished or self.start + self.yielded >= self.num_batches
+
+
+class _TrackedIterator:
+    """torch's iterator for one epoch, counting the batches it hands out."""
+
+    def __init__(self, inner: Any, run: _EpochRun) -> None:
+        self._inner = inner
+        self._run = run
+
+    def __iter__(self) -> _TrackedIterator:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            batch = next(self._inner)
+        except StopIteration:
+            self._run.finished = True
+            raise
+        self._run.yielded += 1
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __repr__(self) -> str:
+        return f"<DataLoader iterator: epoch {self._run.epoch}, batch {self._run.start + self._run.yielded}>"
+
+
+def _default_start_method() -> str | None:
+    """``fork`` unless this process has fixed its start method.
+
+    ``fork`` works in every script, including one with no ``if __name__ == "__main__"``
+    guard, and needs no pickling; the ffrecord library reloads a private copy of itself in a
+    forked child, so readers work there.
+    """
+    if torch.multiprocessing.get_start_method(allow_none=True) is not None:
+        return None
+    return "fork" if "fork" in torch.multiprocessing.get_all_start_methods() else None
+
+
+def _resolve_ranks(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """The given rank and world size, completed from ``torch.distributed`` when initialised."""
+    if (rank is None or world_size is None) and dist.is_available() and dist.is_initialized():
+        rank = dist.get_rank() if rank is None else rank
+        world_size = dist.get_world_size() if world_size is None else world_size
+    return (0 if rank is None else rank), (1 if world_size is None else world_size)
+
+
+class DataLoader(torch.utils.data.DataLoader):
+    """``torch.utils.data.DataLoader`` plus exact resumption: ``set_step``, ``state_dict``.
+
+    Takes torch's arguments, plus:
+
+    - ``skippable`` (default True): enables ``set_step``, ``set_epoch``, ``state_dict`` and
+      ``load_state_dict``. ``skippable=False`` leaves torch's sampling untouched (for tools
+      such as PyTorch Lightning that replace the sampler).
+    - ``seed``: the shuffle order of epoch ``e`` is then a pure function of ``(seed, e)``.
+      With ``generator`` instead, the order is exactly ``torch.utils.data.RandomSampler``'s
+      for that generator (batch for batch the stock DataLoader's). With neither, a seed is
+      drawn from torch's global RNG once, at construction (0 when distributed, like
+      ``DistributedSampler``, so that all ranks agree).
+    - ``rank``, ``world_size``: the share of each epoch this process reads; taken from
+      ``torch.distributed`` when it is initialised. See ``EpochBatchSampler`` for padding.
+
+    Workers start with ``fork`` unless ``multiprocessing_context`` is given or the process
+    has fixed its start method; ``forkserver`` and ``spawn`` work too.
+
+    Each batch is one ``dataset[indices]`` call (via ``__getitems__``), then ``collate_fn``.
+
+    >>> loader = DataLoader(list(range(10)), batch_size=4, shuffle=True, seed=1)
+    >>> first = [b.tolist() for b in loader]
+    >>> loader.set_epoch(0); loader.set_step(2)
+    >>> [b.tolist() for b in loader] == first[2:]
+    True
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler: Any = None,
+        batch_sampler: Any = None,
+        num_workers: int = 0,
+        collate_fn: Any = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Any = None,
+        multiprocessing_context: Any = None,
+        generator: torch.Generator | None = None,
+        *,
+        skippable: bool = True,
+        seed: int | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        **torch_kwargs: Any,
+    ) -> None:
+        if num_workers > 0 and multiprocessing_context is None:
+            multiprocessing_context = _default_start_method()
+        super().__init__(
+            dataset,
+            batch_size,
+            shuffle,
+            sampler,
+            batch_sampler,
+            num_workers,
+            collate_fn,
+            pin_memory,
+            drop_last,
+            timeout,
+            worker_init_fn,
+            multiprocessing_context,
+            generator,
+            **torch_kwargs,
+        )
+        self.skippable = skippable
+        self._next_epoch = 0
+        self._pending_start = 0
+        self._pending_generator_state: torch.Tensor | None = None
+        self._run: _EpochRun | None = None
+        custom = sampler is not None or batch_sampler is not None
+        if (custom or not skippable) and (seed is not None or rank is not None or world_size is not None):
+            raise ValueError("seed, rank and world_size apply to a skippable loader's own sampler only")
+        if not skippable:
+            return
+        if isinstance(dataset, torch.utils.data.IterableDataset):
+            raise ValueError("skippable=True needs a map-style dataset; pass skippable=False")
+        if custom:
+            self._planner: EpochBatchSampler | SkippingBatchSampler = SkippingBatchSampler(self._index_sampler)
+        else:
+            self._planner = self._make_sampler(bool(shuffle), seed, rank, world_size)
+        # torch keeps the index sampler in one of these; ours replaces it (torch's own
+        # attribute guard is for users, who must not swap samplers mid-life).
+        object.__setattr__(self, "batch_sampler" if self._auto_collation else "sampler", self._planner)
+        self._fingerprint = dataset_fingerprint(dataset)
+
+    def _make_sampler(self, shuffle: bool, seed: int | None, rank: int | None, world_size: int | None) -> EpochBatchSampler:
+        rank, world_size = _resolve_ranks(rank, world_size)
+        if shuffle and seed is None and self.generator is None:
+            seed = 0 if world_size > 1 else int(torch.empty((), dtype=torch.int64).random_().item())
+        return EpochBatchSampler(
+            len(self.dataset),
+            self.batch_size or 1,
+            shuffle=shuffle,
+            drop_last=self.drop_last,
+            seed=seed,
+            generator=self.generator,
+            rank=rank,
+            world_size=world_size,
+            unbatched=self.batch_size is None,
+        )
+
+    def __repr__(self) -> str:
+        if not self.skippable:
+            return f"DataLoader({self.dataset!r}, batch_size={self.batch_size}, skippable=False)"
+        return f"DataLoader({self.dataset!r}, batch_size={self.batch_size}, sampler={self._planner!r})"
+
+    @property
+    def seed(self) -> int | None:
+        """The seed of the shuffle order (None when sequential or drawn from a generator)."""
+        return getattr(getattr(self, "_planner", None), "seed", None)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next ``iter(loader)`` produces."""
+        return self._next_epoch
+
+    def __len__(self) -> int:
+        """Batches of the current epoch from its starting batch on, else of the next epoch."""
+        if not self.skippable:
+            return super().__len__()
+        run = self._run
+        if run is not None and not run.exhausted:
+            return run.num_batches - run.start
+        return self._planner.num_batches - self._pending_start
+
+    def __iter__(self) -> Any:
+        if not self.skippable:
+            return super().__iter__()
+        epoch, start = self._next_epoch, self._pending_start
+        self._next_epoch, self._pending_start = epoch + 1, 0
+        generator_state = None
+        if self._uses_generator():
+            if self._pending_generator_state is not None:
+                self.generator.set_state(self._pending_generator_state)
+                self._pending_generator_state = None
+            generator_state = self.generator.get_state()
+        self._planner.plan(epoch, start)
+        self._run = _EpochRun(epoch, start, self._planner.num_batches, generator_state)
+        return _TrackedIterator(super().__iter__(), self._run)
+
+    def _uses_generator(self) -> bool:
+        return isinstance(self._planner, EpochBatchSampler) and self._planner.uses_generator
+
+    def _require_skippable(self, what: str) -> None:
+        if not self.skippable:
+            raise RuntimeError(f"{what} needs a DataLoader made with skippable=True")
+
+    def set_step(self, step: int) -> None:
+        """The next epoch starts at batch ``step`` (this one epoch only; later ones start at 0).
+
+        Costs the same for any step: nothing is read or walked now or later (except with a
+        custom sampler, which is walked without reading).
+        """
+        self._require_skippable("set_step")
+        step = operator.index(step)
+        if step != 0 and not 0 <= step < self._planner.num_batches:
+            raise ValueError(f"step must lie in [0, {self._planner.num_batches}), got {step}")
+        self._pending_start = step
+
+    def set_epoch(self, epoch: int) -> None:
+        """The next ``iter(loader)`` produces epoch ``epoch`` (each iteration otherwise advances it)."""
+        self._require_skippable("set_epoch")
+        epoch = operator.index(epoch)
+        if epoch < 0:
+            raise ValueError(f"epoch must be non-negative, got {epoch}")
+        self._next_epoch = epoch
+
+    def _config(self) -> dict[str, Any]:
+        planner = self._planner
+        if isinstance(planner, SkippingBatchSampler):
+            return {"order": "custom", "batch_size": self.batch_size, "drop_last": self.drop_last, "world_size": 1}
+        order = "generator" if planner.uses_generator else "seed" if planner.shuffle else "sequential"
+        return {
+            "order": order,
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "world_size": planner.world_size,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loader stands: small, JSON-serialisable, valid at any point.
+
+        Taken inside the loop, after batch ``k`` was handed out, it resumes at batch ``k + 1``
+        (however far the workers have prefetched); taken between epochs, at the next epoch.
+        """
+        self._require_skippable("state_dict")
+        run = self._run
+        if run is not None and not run.finished:
+            epoch, step, generator_state = run.epoch, run.start + run.yielded, run.generator_state
+        else:
+            epoch, step = self._next_epoch, self._pending_start
+            generator_state = self._pending_generator_state
+            if generator_state is None and self._uses_generator():
+                generator_state = self.generator.get_state()
+        return {
+            "format": STATE_FORMAT,
+            "epoch": epoch,
+            "step": step,
+            "seed": self.seed,
+            "generator_state": None if generator_state is None else encode_generator_state(generator_state),
+            "rank": getattr(self._planner, "rank", 0),
+            **self._config(),
+            "dataset": self._fingerprint,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Resume from ``state_dict()`` of a loader over the same dataset and configuration.
+
+        The next ``iter(loader)`` yields exactly what the saved loader would have yielded
+        next. A state from another rank of the same run loads too (ranks move in step).
+        Raises ValueError when the dataset or the configuration differs.
+        """
+        self._require_skippable("load_state_dict")
+        state = state_dict
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise ValueError(f"not a state of this DataLoader (expected format {STATE_FORMAT!r})")
+        if state.get("dataset") != self._fingerprint:
+            raise ValueError(
+                f"the state was taken on a different dataset: {state.get('dataset')} != {self._fingerprint}"
+            )
+        mine = self._config()
+        theirs = {key: state.get(key) for key in mine}
+        if theirs != mine:
+            raise ValueError(f"the state was taken with another loader configuration: {theirs} != {mine}")
+        epoch, step = operator.index(state["epoch"]), operator.index(state["step"])
+        if epoch < 0 or not 0 <= step <= self._planner.num_batches:
+            raise ValueError(f"epoch {epoch}, step {step} out of range")
+        if mine["order"] == "seed":
+            self._planner.seed = operator.index(state["seed"])
+        if mine["order"] == "generator":
+            self._pending_generator_state = decode_generator_state(state["generator_state"])
+        self._next_epoch, self._pending_start, self._run = epoch, step, None
+

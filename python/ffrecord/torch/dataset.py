@@ -1,0 +1,207 @@
+"""Map-style datasets that read a whole batch of ffrecord samples with one reader call.
+
+Unlike ``torch.utils.data.Dataset``, whose ``__getitem__`` takes one index, these take a
+*list* of indices and return a list of samples. They also implement torch's batched-fetch
+protocol (``__getitems__``), so even the stock ``torch.utils.data.DataLoader`` fetches a
+batch with a single read.
+
+Two ways to subclass ``Dataset`` (both from the original FFRecord README):
+
+1. override ``process(indices, data)``, which turns the raw samples of a batch into samples::
+
+       class Pickled(Dataset):
+           def process(self, indices, data):
+               return [pickle.loads(b) for b in data]
+
+2. own the reader and define ``__len__`` and ``__getitem__(indices)`` yourself::
+
+       class Pickled(Dataset):
+           def __init__(self, fnames):
+               self.reader = FileReader(fnames)
+           def __len__(self):
+               return self.reader.n
+           def __getitem__(self, indices):
+               return [pickle.loads(b) for b in self.reader.read(indices)]
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch.utils.data
+
+from ffrecord import FileReader
+
+
+def _scalar_index(index: Any) -> int | None:
+    """The int an index object stands for, or None when it is a batch of indices."""
+    try:
+        return operator.index(index)
+    except TypeError:
+        return None
+
+
+def _index_array(indices: Any) -> np.ndarray:
+    """A batch of indices as a 1-D int64 array; floats, bools and nested lists are refused."""
+    arr = np.asarray(indices)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise TypeError(f"indices must be a 1-D sequence of integers, got {indices!r:.80}")
+    return arr.astype(np.int64, copy=False)
+
+
+def fetch_batch(dataset: Any, indices: list[int]) -> list:
+    """Samples ``indices`` of any map-style dataset: one batched call when it supports one.
+
+    >>> fetch_batch(["a", "b", "c"], [2, 0])
+    ['c', 'a']
+    """
+    getitems = getattr(dataset, "__getitems__", None)
+    if getitems is not None:
+        return getitems(indices)
+    return [dataset[i] for i in indices]
+
+
+class Dataset(torch.utils.data.Dataset):
+    """An ffrecord dataset: ``dataset[indices]`` reads the batch in one call, then ``process``-es it.
+
+    ``fnames`` is what ``ffrecord.FileReader`` takes: a file, a list of files, or a directory
+    of ``*.ffr`` files. The reader pickles by path, so worker processes reopen the files
+    themselves.
+
+    >>> import tempfile, os
+    >>> from ffrecord import FileWriter
+    >>> path = os.path.join(tempfile.mkdtemp(), "demo.ffr")
+    >>> with FileWriter(path, 3) as writer:
+    ...     for word in (b"zero", b"one", b"two"):
+    ...         writer.write_one(word)
+    >>> class Words(Dataset):
+    ...     def process(self, indices, data):
+    ...         return [bytes(d).decode() for d in data]
+    >>> words = Words(path)
+    >>> len(words), words[[2, 0]], words[1]
+    (3, ['two', 'zero'], 'one')
+    """
+
+    def __init__(self, fnames: str | Sequence[str], check_data: bool = True) -> None:
+        self.fnames = fnames
+        self.check_data = check_data
+        self._reader_args = (fnames, check_data)
+        self.reader = FileReader(fnames, check_data)
+
+    @property
+    def reader(self) -> FileReader:
+        """The reader of this process: a copy of the dataset in another process opens its own."""
+        if self._reader is None:
+            self._reader = FileReader(*self._reader_args)
+        return self._reader
+
+    @reader.setter
+    def reader(self, reader: FileReader) -> None:
+        self._reader = reader
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if "_reader_args" in state:  # a reader this class opened: reopen it lazily, by path
+            state["_reader"] = None
+        return state
+
+    def __len__(self) -> int:
+        return self.reader.n
+
+    def __getitem__(self, indices: Sequence[int] | int) -> Any:
+        """The processed samples at ``indices`` (a list); a single int gives a single sample."""
+        single = _scalar_index(indices)
+        if single is not None:
+            return self[[single]][0]
+        return self.process(indices, self.reader.read(indices))
+
+    def __getitems__(self, indices: list[int]) -> list:
+        """torch's batched-fetch protocol: the DataLoader hands over the whole batch at once."""
+        return self[indices]
+
+    def process(self, indices: Sequence[int], data: list[np.ndarray]) -> list:
+        """Turns the raw samples of a batch into samples; by default returns them unchanged.
+
+        ``data[i]`` is sample ``indices[i]`` as a uint8 numpy array (a buffer: use
+        ``pickle.loads(b)``, ``b.tobytes()``, ``np.frombuffer(b, ...)``). The list returned
+        goes to the DataLoader's ``collate_fn``.
+        """
+        return data
+
+    def __add__(self, other: torch.utils.data.Dataset) -> ConcatDataset:
+        return ConcatDataset([self, other])
+
+    def __repr__(self) -> str:
+        fnames = getattr(self, "fnames", None)
+        return f"{type(self).__name__}({fnames!r}, n={len(self)})"
+
+
+class Subset(Dataset):
+    """The samples of ``dataset`` at ``indices``, in that order, read a batch at a time.
+
+    >>> sub = Subset(["a", "b", "c", "d"], [3, 1])
+    >>> len(sub), sub[[0, 1]], sub[-1]
+    (2, ['d', 'b'], 'b')
+    """
+
+    def __init__(self, dataset: Any, indices: Sequence[int]) -> None:
+        self.dataset = dataset
+        self.indices = indices
+        self._positions = _index_array(indices)
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getitem__(self, indices: Sequence[int] | int) -> Any:
+        single = _scalar_index(indices)
+        if single is not None:
+            return self[[single]][0]
+        return fetch_batch(self.dataset, self._positions[_index_array(indices)].tolist())
+
+    def __repr__(self) -> str:
+        return f"Subset({self.dataset!r}, n={len(self)})"
+
+
+class ConcatDataset(Dataset):
+    """Datasets one after another; a batch is split per member, read once each, and re-ordered.
+
+    >>> both = ConcatDataset([["a", "b"], ["c", "d", "e"]])
+    >>> len(both), both[[4, 0, 2, 1]], both[-1]
+    (5, ['e', 'a', 'c', 'b'], 'e')
+    """
+
+    def __init__(self, datasets: Iterable[Any]) -> None:
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("ConcatDataset needs at least one dataset")
+        ends = np.cumsum([len(d) for d in self.datasets], dtype=np.int64)
+        self.cumulative_sizes = ends.tolist()
+        self._ends = ends
+        self._starts = ends - [len(d) for d in self.datasets]
+
+    def __len__(self) -> int:
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, indices: Sequence[int] | int) -> Any:
+        single = _scalar_index(indices)
+        if single is not None:
+            return self[[single]][0]
+        wanted = _index_array(indices)
+        n = len(self)
+        wanted = np.where(wanted < 0, wanted + n, wanted)
+        if wanted.size and (wanted.min() < 0 or wanted.max() >= n):
+            raise IndexError(f"index out of range for a dataset of {n} samples")
+        member = np.searchsorted(self._ends, wanted, side="right")
+        local = wanted - self._starts[member]
+        samples: list[Any] = [None] * len(wanted)
+        for m in np.unique(member).tolist():
+            where = np.flatnonzero(member == m)
+            for pos, sample in zip(where.tolist(), fetch_batch(self.datasets[m], local[where].tolist())):
+                samples[pos] = sample
+        return samples
+
+    def __repr__(self) -> str:
+        return f"ConcatDataset({self.datasets!r})"

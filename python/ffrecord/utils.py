@@ -1,0 +1,257 @@
+"""Write any indexable dataset of byte samples to FFRecord files, in parallel.
+
+Example:
+    >>> import pickle, tempfile, ffrecord
+    >>> from ffrecord.utils import dump
+    >>> out = tempfile.mkdtemp() + "/parts"
+    >>> dump([pickle.dumps(i) for i in range(100)], out, nfiles=4)
+    >>> with ffrecord.FileReader(out) as r:
+    ...     len(r), pickle.loads(r.read_one(42))
+    (100, 42)
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import sys
+import time
+import warnings
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+
+from .writer import FileWriter
+
+__all__ = ["dump"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+# How often workers check for cancellation and report progress (in samples / seconds): rare
+# enough to cost nothing next to a write, frequent enough to stop and redraw promptly.
+_CHECK_EVERY = 64
+_REPORT_SECONDS = 0.2
+
+
+class _Cancelled(Exception):
+    """Raised inside a worker told to stop because another part failed."""
+
+
+def dump(
+    dataset: Sequence[Any],
+    fname: PathLike,
+    nfiles: int,
+    verbose: bool = False,
+    *,
+    compression: Optional[str] = None,
+    max_workers: Optional[int] = None,
+    start_method: Optional[str] = None,
+) -> None:
+    """Writes ``dataset[0] … dataset[len(dataset)-1]`` to FFRecord file(s).
+
+    With ``nfiles == 1`` the samples go to the single file ``fname``. Otherwise ``fname`` is a
+    folder that receives ``PART_00000.ffr``, ``PART_00001.ffr``, … holding contiguous ranges
+    of the dataset (fewer than ``nfiles`` when the dataset is small), written by parallel
+    worker processes; ``FileReader(fname)`` reads them back as one dataset in the original
+    order. Each file appears only when complete; if anything fails, every part of this dump is
+    removed and the first error is raised, so a failed dump never looks like a valid dataset.
+
+    Args:
+        dataset: any object with ``len()`` and ``[i]`` returning a bytes-like sample (bytes,
+            bytearray, memoryview, numpy array, ...).
+        fname: output file (``nfiles == 1``) or folder.
+        nfiles: number of output files.
+        verbose: show a progress bar.
+        compression: ``None`` or ``"lz4"`` (see :class:`ffrecord.FileWriter`).
+        max_workers: worker processes (default: one per CPU, at most one per file).
+        start_method: multiprocessing start method. The default is ``"fork"`` where it
+            exists, because the workers then share the dataset copy-on-write and it need not
+            be picklable (the Go library reloads itself safely in forked children); otherwise
+            ``"spawn"``, which pickles the dataset to every worker. A dataset that cannot be
+            pickled under ``spawn``/``forkserver`` is written in this process, with a warning.
+
+    Raises:
+        FileExistsError: the folder already holds ``.ffr`` files that this dump would not
+            replace (``FileReader(folder)`` would mix them into the dataset).
+
+    Example:
+        >>> dump(images, "train_ffr/", nfiles=64, verbose=True)    # doctest: +SKIP
+    """
+    if not isinstance(nfiles, int) or nfiles < 1:
+        raise ValueError(f"nfiles must be a positive integer, got {nfiles!r}")
+    n = len(dataset)
+    if nfiles == 1:
+        _write_here(dataset, [(fname, 0, n)], compression, verbose)
+        return
+
+    ranges = _split(n, nfiles)
+    if len(ranges) != nfiles:
+        warnings.warn(f"split {n} samples into {len(ranges)} files rather than {nfiles}")
+    out_dir = Path(fname)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    parts = [out_dir / f"PART_{k:05d}.ffr" for k in range(len(ranges))]
+    stale = sorted(set(out_dir.glob("*.ffr")) - set(parts))
+    if stale:
+        raise FileExistsError(
+            f"{out_dir} already holds {len(stale)} other .ffr file(s) (e.g. {stale[0].name}) "
+            "that would be read as part of the dataset; remove them first"
+        )
+    tasks = [(str(p), start, count) for p, (start, count) in zip(parts, ranges)]
+    method = start_method or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    try:
+        if method != "fork" and not _picklable(dataset):
+            warnings.warn(f"the dataset cannot be pickled for the {method!r} start method; "
+                          "writing the parts in this process")
+            _write_here(dataset, tasks, compression, verbose)
+        else:
+            workers = max_workers or min(len(tasks), os.cpu_count() or 1)
+            _run_workers(dataset, tasks, compression, verbose, n, workers, method)
+    except BaseException:
+        for path in parts:
+            path.unlink(missing_ok=True)
+        raise
+
+
+def _split(n: int, nfiles: int) -> List[Tuple[int, int]]:
+    """Contiguous (start, count) ranges of equal size, the reference's way; one for n == 0."""
+    if n == 0:
+        return [(0, 0)]
+    size = -(-n // nfiles)
+    return [(start, min(size, n - start)) for start in range(0, n, size)]
+
+
+def _picklable(obj: Any) -> bool:
+    try:
+        pickle.dumps(obj)
+    except Exception:
+        return False
+    return True
+
+
+def _write_here(dataset: Sequence[Any], tasks: list, compression: Optional[str],
+                verbose: bool) -> None:
+    """Writes the (path, start, count) tasks one after the other in this process."""
+    with _ProgressBar(sum(task[2] for task in tasks), verbose) as bar:
+        for path, start, count in tasks:
+            _write_range(dataset, path, start, count, compression, bar.update, lambda: False)
+
+
+def _write_range(dataset: Sequence[Any], path: PathLike, start: int, count: int,
+                 compression: Optional[str], advance: Callable[[int], Any],
+                 cancelled: Callable[[], bool]) -> None:
+    with FileWriter(path, count, compression=compression) as writer:
+        for i in range(start, start + count):
+            if (i - start) % _CHECK_EVERY == 0 and cancelled():
+                raise _Cancelled()
+            try:
+                writer.write_one(dataset[i])
+            except Exception as exc:
+                _add_note(exc, f"while writing dataset[{i}] to {path}")
+                raise
+            advance(1)
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    add_note = getattr(exc, "add_note", None)  # Python >= 3.11
+    if add_note is not None:
+        add_note(note)
+
+
+def _run_workers(dataset: Sequence[Any], tasks: list, compression: Optional[str],
+                 verbose: bool, n: int, workers: int, method: str) -> None:
+    ctx = mp.get_context(method)
+    cancel = ctx.Event()
+    progress = ctx.Queue() if verbose else None
+    with _ProgressBar(n, verbose) as bar, ProcessPoolExecutor(
+        workers, mp_context=ctx, initializer=_init_worker,
+        initargs=(dataset, compression, cancel, progress),
+    ) as pool:
+        pending = {pool.submit(_write_part, *task) for task in tasks}
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=_REPORT_SECONDS,
+                                     return_when=FIRST_EXCEPTION)
+                _drain(progress, bar)
+                _raise_first_error(done)
+            # Every part is written; the workers' last reports may still be in flight.
+            bar.update(n - bar.count)
+        except BaseException:
+            cancel.set()
+            for future in pending:
+                future.cancel()
+            raise
+
+
+def _raise_first_error(done: "set[Future]") -> None:
+    for future in done:
+        exc = future.exception()
+        if exc is not None:
+            raise exc
+
+
+def _drain(progress, bar: "_ProgressBar") -> None:
+    if progress is None:
+        return
+    while not progress.empty():
+        bar.update(progress.get())
+
+
+# Worker-process state, set once per worker by the pool initializer.
+_worker: dict = {}
+
+
+def _init_worker(dataset, compression, cancel, progress) -> None:
+    _worker.update(dataset=dataset, compression=compression, cancel=cancel,
+                   progress=progress)
+
+
+def _write_part(path: str, start: int, count: int) -> None:
+    reporter = _Reporter(_worker["progress"])
+    try:
+        _write_range(_worker["dataset"], path, start, count, _worker["compression"],
+                     reporter.add, _worker["cancel"].is_set)
+    finally:
+        reporter.flush()
+
+
+class _Reporter:
+    """Batches a worker's progress so the queue sees a few messages a second."""
+
+    def __init__(self, queue) -> None:
+        self.queue, self.pending, self.last = queue, 0, time.monotonic()
+
+    def add(self, k: int) -> None:
+        if self.queue is None:
+            return
+        self.pending += k
+        if time.monotonic() - self.last >= _REPORT_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.queue is not None and self.pending:
+            self.queue.put(self.pending)
+            self.pending, self.last = 0, time.monotonic()
+
+
+class _ProgressBar:
+    """A tqdm bar on stderr when enabled, nothing otherwise (tqdm is imported only then)."""
+
+    def __init__(self, total: int, enabled: bool, desc: str = "dump") -> None:
+        self.bar, self.count = None, 0
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="sample", desc=desc, file=sys.stderr)
+
+    def update(self, k: int) -> None:
+        self.count += k
+        if self.bar is not None and k:
+            self.bar.update(k)
+
+    def __enter__(self) -> "_ProgressBar":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,107 @@
+"""Test helpers: deterministic sample data, dataset files, and bounded child processes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+from ffrecord import FileWriter
+
+
+def payload(index: int, size: int) -> bytes:
+    """Sample ``index`` of ``size`` bytes: distinct per index, cheap for any size."""
+    seed = hashlib.sha256(f"{index}:{size}".encode()).digest()
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+def write_dataset(path: str | os.PathLike[str], samples: Iterable[bytes],
+                  n: int | None = None) -> Path:
+    samples = list(samples)
+    with FileWriter(path, len(samples) if n is None else n) as writer:
+        for sample in samples:
+            writer.write_one(sample)
+    return Path(path)
+
+
+def random_sizes(count: int, low: int, high: int, seed: int = 0) -> list[int]:
+    return np.random.default_rng(seed).integers(low, high, count).tolist()
+
+
+def run_threads(body: Callable[[int], None], count: int, timeout: float = 60.0) -> None:
+    """Runs ``body(0) … body(count-1)`` in threads at once; re-raises the first failure and
+    fails if any thread is still running after ``timeout``."""
+    errors: list[BaseException] = []
+
+    def guarded(seed: int) -> None:
+        try:
+            body(seed)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(seed,)) for seed in range(count)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert not any(t.is_alive() for t in threads), f"a thread still runs after {timeout}s"
+    if errors:
+        raise errors[0]
+
+
+def run_in_child(body: Callable[[], None], timeout: float = 60.0) -> None:
+    """Runs ``body`` in a child made by ``os.fork``; raises if it fails or outlives ``timeout``.
+
+    The child's traceback comes back through a pipe; a child that hangs is killed, so a hang
+    fails the test instead of the run.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        status = 0
+        try:
+            os.close(read_end)
+            body()
+        except BaseException:  # noqa: BLE001 - report everything to the parent
+            os.write(write_end, traceback.format_exc().encode())
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    try:
+        status = wait_bounded(pid, timeout)
+        report = _read_all(read_end)
+    finally:
+        os.close(read_end)
+    if status is None:
+        raise AssertionError(f"forked child still running after {timeout}s: a hang")
+    if status != 0:
+        raise AssertionError(f"forked child failed (exit {status}):\n{report}")
+
+
+def wait_bounded(pid: int, timeout: float) -> int | None:
+    """The exit code of ``pid``, or ``None`` after killing it when ``timeout`` runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.005)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
+
+
+def _read_all(fd: int) -> str:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
