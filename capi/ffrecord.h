@@ -81,6 +81,19 @@ int32_t ffr_writer_create(const char *path, uint64_t n, int32_t compression, int
 /* Appends one sample of len bytes. len may be 0 (data may then be NULL). */
 int32_t ffr_writer_write(int64_t handle, const void *data, uint64_t len);
 
+/* Appends n samples stored back to back in data, sizes[k] bytes each (data may be NULL
+ * when they add up to 0; sizes may be NULL when n is 0): one call for many small samples,
+ * stored exactly as n calls of ffr_writer_write would store them. What can be checked up
+ * front is checked before anything is written, so these failures write none of the batch:
+ * a NULL array, sizes adding up to more than any buffer, and a batch larger than the room
+ * left below the n given at create (FFR_E_INVALID). A failure while writing (an I/O error,
+ * after which the file is lost anyway, or another thread writing through the same handle
+ * filling the file meanwhile) leaves the samples before the failing one written;
+ * ffr_writer_count tells how many. Samples from other threads may land between those of a
+ * batch. */
+int32_t ffr_writer_write_batch(int64_t handle, const void *data, const uint64_t *sizes,
+                               uint64_t n);
+
 /* Number of samples written so far. */
 int32_t ffr_writer_count(int64_t handle, uint64_t *count);
 

@@ -52,6 +52,11 @@ func ffr_writer_write(handle C.int64_t, data *C.ffr_cvoid, size C.uint64_t) C.in
 	return C.int32_t(abi.WriterWrite(int64(handle), unsafe.Pointer(data), uint64(size)))
 }
 
+//export ffr_writer_write_batch
+func ffr_writer_write_batch(handle C.int64_t, data *C.ffr_cvoid, sizes *C.ffr_cu64, n C.uint64_t) C.int32_t {
+	return C.int32_t(abi.WriterWriteBatch(int64(handle), unsafe.Pointer(data), unsafe.Pointer(sizes), uint64(n)))
+}
+
 //export ffr_writer_count
 func ffr_writer_count(handle C.int64_t, count *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.WriterCount(int64(handle), unsafe.Pointer(count)))

@@ -229,7 +229,7 @@ def _script(body: str, tmp_path: Path, **env: str) -> subprocess.CompletedProces
                           timeout=120, cwd=tmp_path, env={**os.environ, **env})
 
 
-def test_reload_impossible_raises_runtime_error_at_once(dataset, tmp_path: Path) -> None:
+def test_child_copies_the_loaded_library_even_after_the_file_is_gone(dataset, tmp_path) -> None:
     copy = tmp_path / "libffrecord-copy.so"
     shutil.copy(_lib.library_path(), copy)
     result = _script(f"""
@@ -238,19 +238,40 @@ def test_reload_impossible_raises_runtime_error_at_once(dataset, tmp_path: Path)
         from ffr_helpers import run_in_child
         reader = FileReader({str(dataset[0])!r})
         reader.read([0])
-        os.unlink({str(copy)!r})   # no fresh copy can be made any more
+        os.unlink({str(copy)!r})   # as a `pip install` replacing the package mid-training would
+
+        def child():
+            assert len(reader.read([1, 2])) == 2
+
+        run_in_child(child, timeout=30)
+        print("ok")
+    """, tmp_path, FFRECORD_LIBRARY=str(copy))
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_reload_impossible_raises_runtime_error_at_once(dataset, tmp_path: Path) -> None:
+    result = _script(f"""
+        from ffrecord import FileReader, _lib
+        from ffr_helpers import run_in_child
+        reader = FileReader({str(dataset[0])!r})
+        reader.read([0])
+
+        def refuse(path):
+            raise OSError("refused by the test")
+
+        _lib._memfd_copy = _lib._tempfile_copy = refuse   # no fresh copy can be made
 
         def child():
             try:
                 reader.read([1])
             except RuntimeError as exc:
-                assert "forked" in str(exc), exc
+                assert "forked" in str(exc) and "refused by the test" in str(exc), exc
             else:
                 raise AssertionError("read in the child did not fail")
 
         run_in_child(child, timeout=30)
         print("ok")
-    """, tmp_path, FFRECORD_LIBRARY=str(copy))
+    """, tmp_path)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
 
 

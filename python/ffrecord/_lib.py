@@ -50,6 +50,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_open_handles": [_u64p],
     "ffr_writer_create": [c_char_p, c_uint64, c_int32, POINTER(c_int64)],
     "ffr_writer_write": [c_int64, c_void_p, c_uint64],
+    "ffr_writer_write_batch": [c_int64, c_void_p, c_void_p, c_uint64],
     "ffr_writer_count": [c_int64, _u64p],
     "ffr_writer_close": [c_int64],
     "ffr_writer_abort": [c_int64],
@@ -83,6 +84,9 @@ _loaded_handles: set[int] = set()
 # The memfds of private copies stay open so that no later copy, in this process or a child,
 # can get the same /proc path, which dlopen would answer with the old (dead) copy.
 _private_fds: list[int] = []
+# The library file as first loaded, kept open so that a forked child copies the very bytes its
+# parent runs even when the file at the path was replaced since (a `pip install` mid-training).
+_source_fd: int | None = None
 
 
 def current() -> Library:
@@ -171,10 +175,18 @@ def _load_original(path: Path) -> ctypes.CDLL:
             f"ffrecord: native library not found at {path}; build it with `make build` or "
             f"install the package with `pip install .` (or set {LIBRARY_ENV})"
         )
+    global _source_fd
     try:
-        return ctypes.CDLL(str(path))
+        source_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
         raise RuntimeError(f"ffrecord: cannot load {path}: {exc}") from exc
+    try:
+        dll = ctypes.CDLL(str(path))
+    except OSError as exc:
+        os.close(source_fd)
+        raise RuntimeError(f"ffrecord: cannot load {path}: {exc}") from exc
+    _source_fd = source_fd  # only the first load of a process tree comes here
+    return dll
 
 
 def _load_private_copy(path: Path) -> tuple[ctypes.CDLL, str]:
@@ -221,11 +233,18 @@ def _tempfile_copy(path: Path) -> tuple[ctypes.CDLL, str]:
 
 
 def _copy_into(path: Path, fd: int) -> None:
-    with open(path, "rb") as src:
-        while chunk := src.read(1 << 20):
+    """Copies the library the parent loaded (from the fd kept since then, else ``path``)."""
+    src = _source_fd if _source_fd is not None else os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        offset = 0
+        while chunk := os.pread(src, 1 << 20, offset):
+            offset += len(chunk)
             view = memoryview(chunk)
             while view:
                 view = view[os.write(fd, view):]
+    finally:
+        if src != _source_fd:
+            os.close(src)
 
 
 def _declare(dll: ctypes.CDLL) -> None:

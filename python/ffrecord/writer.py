@@ -11,6 +11,10 @@ temporary file beside it, so an interrupted or aborted write never leaves a vali
 ...     w.write_one(bytearray(b"world"))
 >>> os.path.exists(path)
 True
+
+Small ``bytes`` samples are gathered and handed to the library many at a time (one call
+into the library costs about as much as writing a 1 KiB sample), so a delayed write error,
+such as a full disk, can surface at a later ``write_one`` or at ``close()``.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from __future__ import annotations
 import ctypes
 import operator
 import os
+import threading
 import warnings
+from collections.abc import Iterable
 from typing import Any, Union
 
 import numpy as np
@@ -27,6 +33,12 @@ from . import _lib
 
 PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
+# Gathered ``bytes`` samples go to the library in one call once their bytes, plus
+# SAMPLE_CHARGE for each, reach BATCH_BYTES: about 1 MiB of data or 4096 samples at most. A
+# ``bytes`` sample of BATCH_BYTES or more goes on its own, as it costs no more that way.
+BATCH_BYTES = 1 << 20
+SAMPLE_CHARGE = BATCH_BYTES // 4096
+
 
 class FileWriter:
     """Writes exactly ``n`` samples (or any number when ``n`` is ``None``) to ``fname``.
@@ -34,6 +46,15 @@ class FileWriter:
     ``compression="lz4"`` stores samples LZ4-compressed (readers decompress transparently;
     the reference implementation cannot read such files). As a context manager the file is
     closed on success and aborted (nothing left at ``fname``) on an exception.
+
+    Small ``bytes`` samples are kept (bytes cannot change, so no copy is made) and written
+    in batches of up to 1 MiB or 4096 samples; other buffers, which may change after the
+    call, are written at once, after what was gathered before them, so the order is always
+    the order of the calls. ``count`` counts samples accepted, written or gathered. Writing
+    more than ``n`` raises ``ValueError`` at the call that tries. An I/O error while writing
+    a batch (disk full, say) is raised by the call that flushes it: a later ``write_one``,
+    ``write_many`` or ``close()``; the file is then lost (``close()`` leaves nothing).
+    A writer can be shared by threads: calls are serialised.
 
     >>> w = FileWriter(path, n=None)                      # doctest: +SKIP
     >>> w.write_one(np.arange(4, dtype=np.float32))       # doctest: +SKIP
@@ -59,44 +80,113 @@ class FileWriter:
         self.n = n
         self.compression = compression
         self.count = 0
+        self._pending: list[bytes] = []  # gathered samples, not yet given to the library
+        self._batch_room = BATCH_BYTES  # what the pending samples may still take, charges included
+        self._lock = threading.Lock()  # guards the handle, count and pending samples
         lib = _lib.current()
         handle = ctypes.c_int64()
         _lib.check(lib.dll.ffr_writer_create(
             _lib.encode_path(fname), _lib.UNKNOWN_COUNT if n is None else n,
             _lib.COMPRESSION[compression], ctypes.byref(handle)))
+        self._library = lib
         self._generation = lib.generation
         self._handle = handle.value
 
     def write_one(self, data: Any) -> None:
         """Appends one sample: ``bytes``, ``bytearray``, ``memoryview``, a numpy array or any
-        C-contiguous buffer, passed to the library without a copy.
+        C-contiguous buffer (its raw bytes are stored). ``ValueError`` when ``n`` samples
+        were already written. Small ``bytes`` are gathered, not written yet: an I/O error
+        met while writing gathered samples is raised by the call that sends them (this one
+        or a later one, or ``close()``).
 
         >>> w.write_one(b"\\x00\\x01")                       # doctest: +SKIP
         """
+        # The library identity check comes before the lock: in a forked child it fails, and
+        # the slow path raises there instead of waiting on a lock copied in a locked state.
+        if type(data) is bytes and self._library is _lib._state:
+            size = len(data)
+            if size < BATCH_BYTES:
+                with self._lock:
+                    if self.count == self.n or not self._handle:
+                        raise self._refusal()
+                    self._pending.append(data)
+                    self.count += 1
+                    self._batch_room -= size + SAMPLE_CHARGE
+                    if self._batch_room < 0:
+                        self._flush(self._library.dll, self._handle)
+                return
+        self._write_now(data)
+
+    def write_many(self, samples: Iterable[Any]) -> None:
+        """Appends every sample of an iterable, in order, as ``write_one`` would; when one
+        fails, those before it are kept.
+
+        >>> w = FileWriter(path, 3)                           # doctest: +SKIP
+        >>> w.write_many([b"a", bytearray(b"b"), np.zeros(4, np.uint8)])  # doctest: +SKIP
+        >>> w.count                                           # doctest: +SKIP
+        3
+        """
+        write_one = self.write_one
+        for sample in samples:
+            write_one(sample)
+
+    def _write_now(self, data: Any) -> None:
+        """Writes a sample that cannot wait (a buffer that may change, a large one) after
+        flushing the samples gathered before it."""
         dll, handle = self._live()
-        if type(data) is bytes:  # the common case: ctypes passes its storage directly
-            status = dll.ffr_writer_write(handle, data, len(data))
-        else:
-            flat = _flat_bytes(data)
-            status = dll.ffr_writer_write(handle, flat.ctypes.data, flat.nbytes)
+        flat = _flat_bytes(data) if type(data) is not bytes else None  # TypeError before anything
+        with self._lock:
+            if self.count == self.n or not self._handle:
+                raise self._refusal()
+            self._flush(dll, handle)
+            if flat is None:  # ctypes passes the storage of bytes directly
+                status = dll.ffr_writer_write(handle, data, len(data))
+            else:
+                status = dll.ffr_writer_write(handle, flat.ctypes.data, flat.nbytes)
+            if status:
+                _lib.raise_status(status)
+            self.count += 1
+
+    def _flush(self, dll: ctypes.CDLL, handle: int) -> None:
+        """Hands the gathered samples to the library in one call; the caller holds the lock."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending, self._batch_room = [], BATCH_BYTES
+        sizes = np.fromiter(map(len, pending), np.uint64, len(pending))
+        status = dll.ffr_writer_write_batch(handle, b"".join(pending), sizes.ctypes.data,
+                                            len(pending))
         if status:
             _lib.raise_status(status)
-        self.count += 1
 
     def close(self) -> None:
-        """Writes the header and moves the file into place. ``ValueError`` (and nothing left
-        at ``fname``) when fewer than ``n`` samples were written. Closing twice is a no-op."""
+        """Writes what is still gathered, then the header, and moves the file into place.
+        ``ValueError`` (and nothing left at ``fname``) when fewer than ``n`` samples were
+        written; a delayed write error is raised here too (and nothing is left either).
+        Closing twice is a no-op."""
         if self._handle:
             dll, handle = self._live()
-            self._handle = 0
-            _lib.check(dll.ffr_writer_close(handle))
+            with self._lock:
+                if not self._handle:
+                    return
+                self._handle = 0
+                try:
+                    self._flush(dll, handle)
+                except BaseException:  # the file is lost: free the handle, keep the error
+                    dll.ffr_writer_abort(handle)
+                    raise
+                _lib.check(dll.ffr_writer_close(handle))
 
     def abort(self) -> None:
-        """Discards everything written; nothing is left at ``fname``."""
+        """Discards everything written or gathered; nothing is left at ``fname``."""
         if self._handle:
             dll, handle = self._live()
-            self._handle = 0
-            _lib.check(dll.ffr_writer_abort(handle))
+            with self._lock:
+                if not self._handle:
+                    return
+                self._handle = 0
+                self._pending, self._batch_room = [], BATCH_BYTES
+                _lib.check(dll.ffr_writer_abort(handle))
 
     @property
     def closed(self) -> bool:
@@ -131,9 +221,20 @@ class FileWriter:
         extra = f", compression={self.compression!r}" if self.compression else ""
         return f"{type(self).__name__}({self.fname!r}, n={self.n}{extra}) {state}"
 
+    def _closed_error(self) -> ValueError:
+        return ValueError(f"I/O operation on closed {type(self).__name__}")
+
+    def _refusal(self) -> ValueError:
+        """Why a sample cannot be written: the writer is closed, or holds ``n`` samples."""
+        if not self._handle:
+            return self._closed_error()
+        # The core's own words for the same mistake, raised before any library call.
+        return ValueError(f"invalid argument: {self.fname}: the file was created for "
+                          f"n={self.n} samples; sample {self.count} is one too many")
+
     def _live(self) -> tuple[ctypes.CDLL, int]:
         if not self._handle:
-            raise ValueError(f"I/O operation on closed {type(self).__name__}")
+            raise self._closed_error()
         lib = _lib.current()
         if lib.generation != self._generation:
             raise RuntimeError(

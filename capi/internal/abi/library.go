@@ -24,7 +24,7 @@ const ABIVersion int32 = 1
 
 var (
 	readers = newTable[*core.Reader]("reader", 1)
-	writers = newTable[*core.Writer]("writer", 0)
+	writers = newTable[*openWriter]("writer", 0)
 )
 
 // recoverPanic, deferred by every entry point, turns a panic into FFR_E_INTERNAL so that a

@@ -20,12 +20,22 @@ func WriterCreate(path unsafe.Pointer, n uint64, compression int32, handle unsaf
 	if compression != CompressNone && compression != CompressLZ4 {
 		return failf(StatusInvalid, fmt.Sprintf("%s: unknown compression %d", fn, compression))
 	}
-	w, err := core.Create(cString(path), n, core.WriterOptions{Compression: core.Compression(compression)})
+	name := cString(path)
+	w, err := core.Create(name, n, core.WriterOptions{Compression: core.Compression(compression)})
 	if err != nil {
 		return fail(err)
 	}
-	*(*int64)(handle) = writers.add(w)
+	*(*int64)(handle) = writers.add(&openWriter{Writer: w, path: name, n: n})
 	return StatusOK
+}
+
+// openWriter is what a writer handle stands for: the core writer, and the path and sample
+// count it was created with, so that a batch that would overflow n is refused before any of
+// it is written.
+type openWriter struct {
+	*core.Writer
+	path string
+	n    uint64
 }
 
 // WriterWrite implements ffr_writer_write. The core copies or writes out the sample
@@ -46,6 +56,59 @@ func WriterWrite(handle int64, data unsafe.Pointer, size uint64) (status int32) 
 		return fail(err)
 	}
 	return StatusOK
+}
+
+// WriterWriteBatch implements ffr_writer_write_batch: n samples stored back to back in
+// data, sizes[k] bytes each. Everything the call can check up front (arrays, sizes, room
+// left below the declared count) is checked before the first sample is written, so such a
+// failure writes nothing. A failure while writing (an I/O error, which the core makes
+// final, or another thread filling the file meanwhile) leaves the samples before the
+// failing one written; ffr_writer_count tells how many.
+func WriterWriteBatch(handle int64, data, sizes unsafe.Pointer, n uint64) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_writer_write_batch"
+	w, err := writers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	lengths, err := cArray[uint64](fn, "sizes", sizes, n)
+	if err != nil {
+		return fail(err)
+	}
+	total := uint64(0)
+	for _, size := range lengths {
+		if size > maxSpan-total {
+			return failf(StatusInvalid, fmt.Sprintf("%s: the sizes add up to more than any buffer", fn))
+		}
+		total += size
+	}
+	stored, err := cArray[byte](fn, "data", data, total)
+	if err != nil {
+		return fail(err)
+	}
+	if err := w.roomFor(n); err != nil {
+		return fail(err)
+	}
+	for _, size := range lengths {
+		if err := w.WriteOne(stored[:size:size]); err != nil {
+			return fail(err)
+		}
+		stored = stored[size:]
+	}
+	return StatusOK
+}
+
+// roomFor reports, in the core's words, a batch of k samples that the declared count
+// cannot take.
+func (w *openWriter) roomFor(k uint64) error {
+	if w.n == core.UnknownCount {
+		return nil
+	}
+	if count := w.Count(); k > w.n-count {
+		return fmt.Errorf("%w: %s: the file was created for n=%d samples; a batch of %d after %d written "+
+			"would make sample %d one too many, so none of it was written", core.ErrInvalid, w.path, w.n, k, count, w.n)
+	}
+	return nil
 }
 
 // WriterCount implements ffr_writer_count.
@@ -81,7 +144,7 @@ func finishWriter(fn string, handle int64, finish func(*core.Writer) error) (sta
 	if err != nil {
 		return fail(err)
 	}
-	if err := finish(w); err != nil {
+	if err := finish(w.Writer); err != nil {
 		return fail(err)
 	}
 	return StatusOK

@@ -169,6 +169,7 @@ func TestWriterBadHandles(t *testing.T) {
 	var n uint64
 	for _, h := range []int64{0, -3, reader, 1 << 50} {
 		expect(t, StatusHandle, func() int32 { return WriterWrite(h, cstr("a"), 1) }, "not a writer handle")
+		expect(t, StatusHandle, func() int32 { return WriterWriteBatch(h, nil, nil, 0) }, "not a writer handle")
 		expect(t, StatusHandle, func() int32 { return WriterCount(h, unsafe.Pointer(&n)) }, "not a writer handle")
 		expect(t, StatusHandle, func() int32 { return WriterClose(h) }, "not a writer handle")
 		expect(t, StatusHandle, func() int32 { return WriterAbort(h) }, "not a writer handle")
@@ -179,6 +180,7 @@ func TestWriterBadHandles(t *testing.T) {
 	})
 	must(t, func() int32 { return WriterClose(h) })
 	expect(t, StatusClosed, func() int32 { return WriterWrite(h, cstr("a"), 1) }, "closed")
+	expect(t, StatusClosed, func() int32 { return WriterWriteBatch(h, nil, nil, 0) }, "closed")
 	expect(t, StatusClosed, func() int32 { return WriterCount(h, unsafe.Pointer(&n)) }, "closed")
 	expect(t, StatusClosed, func() int32 { return WriterClose(h) }, "closed")
 	expect(t, StatusClosed, func() int32 { return WriterAbort(h) }, "closed")
@@ -217,4 +219,90 @@ func TestWriterSharedByThreads(t *testing.T) {
 			t.Fatalf("a sample of %d bytes is off by %d", len(s), n)
 		}
 	}
+}
+
+// writeBatches writes samples through WriterWriteBatch in consecutive batches of the given
+// sizes (cycled), packing each batch back to back as a C caller would.
+func writeBatches(t *testing.T, h int64, samples [][]byte, batchSizes ...int) {
+	t.Helper()
+	for i, b := 0, 0; i < len(samples); b++ {
+		batch := samples[i:min(i+batchSizes[b%len(batchSizes)], len(samples))]
+		var data []byte
+		sizes := make([]uint64, len(batch))
+		for k, s := range batch {
+			data = append(data, s...)
+			sizes[k] = uint64(len(s))
+		}
+		must(t, func() int32 { return WriterWriteBatch(h, ptr(data), ptr(sizes), uint64(len(batch))) })
+		i += len(batch)
+	}
+}
+
+// TestWriterWriteBatchMatchesWriteOne: batches of any shape (empty batches, empty samples,
+// samples past the core's direct-write size) give the very bytes one write per sample gives.
+func TestWriterWriteBatchMatchesWriteOne(t *testing.T) {
+	noLeaks(t)
+	samples := randomSamples(11, 300, 3000)
+	samples = append(samples, make([]byte, 1<<20+3), bytes.Repeat([]byte("compressible "), 1000), nil)
+	for _, compression := range []int32{CompressNone, CompressLZ4} {
+		for _, declared := range []uint64{uint64(len(samples)), math.MaxUint64} {
+			dir := t.TempDir()
+			one, batched := filepath.Join(dir, "one.ffr"), filepath.Join(dir, "batched.ffr")
+			writeFile(t, one, declared, compression, samples)
+			var h int64
+			must(t, func() int32 { return WriterCreate(cstr(batched), declared, compression, unsafe.Pointer(&h)) })
+			must(t, func() int32 { return WriterWriteBatch(h, nil, nil, 0) })
+			writeBatches(t, h, samples, 1, 0, 7, 128, 2, len(samples))
+			var count uint64
+			must(t, func() int32 { return WriterCount(h, unsafe.Pointer(&count)) })
+			if count != uint64(len(samples)) {
+				t.Fatalf("count %d after batches of %d samples", count, len(samples))
+			}
+			must(t, func() int32 { return WriterClose(h) })
+			want, err := os.ReadFile(one)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(batched)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("compression %d, n %d: batched file (%d bytes) differs from one-by-one (%d bytes)",
+					compression, declared, len(got), len(want))
+			}
+			equalSamples(t, readAll(t, batched), samples)
+		}
+	}
+}
+
+// TestWriterWriteBatchRefusedWhole: a batch that cannot fit below n, or whose arrays are
+// wrong, writes nothing, and the writer carries on.
+func TestWriterWriteBatchRefusedWhole(t *testing.T) {
+	noLeaks(t)
+	path := filepath.Join(t.TempDir(), "x.ffr")
+	var h int64
+	must(t, func() int32 { return WriterCreate(cstr(path), 3, CompressNone, unsafe.Pointer(&h)) })
+	count := func() uint64 {
+		var n uint64
+		must(t, func() int32 { return WriterCount(h, unsafe.Pointer(&n)) })
+		return n
+	}
+	data, sizes := []byte("abcdef"), []uint64{1, 2, 3}
+	must(t, func() int32 { return WriterWriteBatch(h, ptr(data), ptr(sizes), 2) }) // "a", "bc"
+	expect(t, StatusInvalid, func() int32 { return WriterWriteBatch(h, ptr(data), ptr(sizes), 2) },
+		path, "n=3", "batch of 2 after 2 written", "sample 3", "none of it")
+	expect(t, StatusInvalid, func() int32 { return WriterWriteBatch(h, ptr(data), nil, 1) }, "sizes is NULL")
+	expect(t, StatusInvalid, func() int32 { return WriterWriteBatch(h, nil, ptr(sizes), 1) }, "data is NULL")
+	huge := []uint64{maxSpan, 1}
+	expect(t, StatusInvalid, func() int32 { return WriterWriteBatch(h, ptr(data), ptr(huge), 2) }, "add up")
+	if c := count(); c != 2 {
+		t.Fatalf("count %d after refused batches, want 2", c)
+	}
+	empty := []uint64{0}
+	must(t, func() int32 { return WriterWriteBatch(h, nil, ptr(empty), 1) }) // empty samples need no data
+	expect(t, StatusInvalid, func() int32 { return WriterWriteBatch(h, ptr(data), ptr(sizes), 1) }, "n=3")
+	must(t, func() int32 { return WriterWriteBatch(h, nil, nil, 0) }) // a full file still takes nothing
+	must(t, func() int32 { return WriterClose(h) })
+	equalSamples(t, readAll(t, path), [][]byte{[]byte("a"), []byte("bc"), {}})
 }
