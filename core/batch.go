@@ -63,12 +63,13 @@ func putBatch(b *batch) {
 
 // plan locates sample local of f and fills in everything but where it goes.
 func (r *Reader) plan(it *batchItem, f *dataFile, local, fileStart uint64) error {
+	// file and local first: a fault while reading the offsets names this sample.
+	*it = batchItem{file: f, local: local, global: fileStart + local}
 	off, end, err := f.span(local)
 	if err != nil {
-		return sampleError(err, fileStart+local, local)
+		return sampleError(err, it.global, local)
 	}
-	*it = batchItem{file: f, local: local, global: fileStart + local, off: off, end: end,
-		size: end - off, codec: codecRaw}
+	it.off, it.end, it.size, it.codec = off, end, end-off, codecRaw
 	if f.ext != nil {
 		it.codec, it.size = f.ext.codec(local), f.ext.originalSize(local)
 	}
@@ -90,13 +91,7 @@ func (r *Reader) ReadBatch(indices []uint64, dst []byte, sizes []uint64) error {
 	defer putBatch(b)
 
 	var cur *batchItem
-	where := func() (string, int64) {
-		if cur == nil || cur.file == nil {
-			return r.files[0].path, -1
-		}
-		return cur.file.path, int64(cur.local)
-	}
-	return withFaultGuard(where, func() error {
+	return withFaultGuard(faultAt(&cur, r.files[0].path), func() error {
 		var total uint64
 		for k, index := range indices {
 			fk, local, err := r.locate(index)
@@ -120,18 +115,29 @@ func (r *Reader) ReadBatch(indices []uint64, dst []byte, sizes []uint64) error {
 				io.ErrShortBuffer, ErrInvalid, total, len(dst))
 		}
 		dst = dst[:total]
-		switch {
-		case r.opts.Direct:
-			return r.readCold(b, dst, true)
-		case !r.resident(b.items):
-			return r.readCold(b, dst, false)
-		}
-		for k := range b.items {
-			it := &b.items[k]
-			it.src = it.file.data[it.off:it.end]
+		if r.opts.Direct || !r.resident(b.items) {
+			if err := r.readCold(b, dst, r.opts.Direct); err != nil {
+				return err
+			}
+		} else {
+			for k := range b.items {
+				it := &b.items[k]
+				it.src = it.file.data[it.off:it.end]
+			}
 		}
 		return r.deliverAll(b.items, dst, &cur)
 	})
+}
+
+// faultAt is the withFaultGuard location of the batch item *cur points to, or of the file
+// at path when no item is in hand yet.
+func faultAt(cur **batchItem, path string) func() (string, int64) {
+	return func() (string, int64) {
+		if it := *cur; it != nil && it.file != nil {
+			return it.file.path, int64(it.local)
+		}
+		return path, -1
+	}
 }
 
 // probeCount is how many samples of a batch are checked for page-cache residency.
@@ -141,9 +147,9 @@ const probeCount = 4
 // batch copied from the mapping would take one blocking page fault after another, where
 // the engine keeps many reads in flight.
 func (r *Reader) resident(items []batchItem) bool {
-	step := max(1, len(items)/probeCount)
-	for k := 0; k < len(items); k += step {
-		it := &items[k]
+	probes := min(probeCount, len(items))
+	for p := range probes {
+		it := &items[p*len(items)/probes]
 		if it.end > it.off && !pageResident(it.file.data, it.off) {
 			return false
 		}
@@ -151,8 +157,8 @@ func (r *Reader) resident(items []batchItem) bool {
 	return true
 }
 
-// readCold reads the stored bytes of a batch with the engine: raw samples straight into
-// dst, encoded ones into a scratch buffer to be decoded.
+// readCold reads the stored bytes of a batch with the engine, setting each item's src:
+// raw samples straight into dst, encoded ones into a scratch buffer to be decoded.
 func (r *Reader) readCold(b *batch, dst []byte, direct bool) error {
 	eng, err := defaultEngine()
 	if err != nil {
@@ -189,11 +195,7 @@ func (r *Reader) readCold(b *batch, dst []byte, direct bool) error {
 	if err := readWith(eng, b.reqs, direct); err != nil {
 		return err
 	}
-	if err := readWith(eng, buffered, false); err != nil {
-		return err
-	}
-	var cur *batchItem
-	return r.deliverAll(b.items, dst, &cur)
+	return readWith(eng, buffered, false)
 }
 
 func readWith(eng engine, reqs []readRequest, direct bool) error {
@@ -220,12 +222,8 @@ func (r *Reader) deliverAll(items []batchItem, dst []byte, cur **batchItem) erro
 	for p := 1; p < len(parts); p++ {
 		wg.Go(func() {
 			var mine *batchItem
-			errs[p] = withFaultGuard(func() (string, int64) {
-				if mine == nil {
-					return parts[p][0].file.path, -1
-				}
-				return mine.file.path, int64(mine.local)
-			}, func() error { return r.deliverRange(parts[p], dst, &mine) })
+			errs[p] = withFaultGuard(faultAt(&mine, parts[p][0].file.path),
+				func() error { return r.deliverRange(parts[p], dst, &mine) })
 		})
 	}
 	errs[0] = r.deliverRange(parts[0], dst, cur)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,19 +17,7 @@ func benchFile(b *testing.B, size, total int, comp Compression) (string, int) {
 	b.Helper()
 	n := max(1, total/size)
 	path := filepath.Join(b.TempDir(), "bench.ffr")
-	w, err := Create(path, uint64(n), WriterOptions{Compression: comp})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sample := benchSample(size)
-	for range n {
-		if err := w.WriteOne(sample); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		b.Fatal(err)
-	}
+	writeSamples(b, path, slices.Repeat([][]byte{benchSample(size)}, n), WriterOptions{Compression: comp})
 	return path, n
 }
 
@@ -36,12 +25,9 @@ func benchFile(b *testing.B, size, total int, comp Compression) (string, int) {
 func benchSample(size int) []byte {
 	rng := rand.New(rand.NewPCG(1, uint64(size)))
 	s := make([]byte, size)
-	for i := range s {
-		if i < size/2 {
-			s[i] = byte(rng.Uint32())
-		} else {
-			s[i] = "ffrecord"[i%8]
-		}
+	fillRandom(rng, s[:size/2])
+	for i := size / 2; i < size; i++ {
+		s[i] = "ffrecord"[i%8]
 	}
 	return s
 }

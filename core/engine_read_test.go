@@ -46,17 +46,6 @@ func newEngineTestFile(t testing.TB, size int, seed uint64) *engineTestFile {
 	return &engineTestFile{data: data, buffered: buffered, direct: direct}
 }
 
-// fillRandom fills b with bytes from rng, eight at a time.
-func fillRandom(rng *rand.Rand, b []byte) {
-	for i := 0; i < len(b); i += 8 {
-		v := rng.Uint64()
-		for k := i; k < min(i+8, len(b)); k++ {
-			b[k] = byte(v)
-			v >>= 8
-		}
-	}
-}
-
 func (f *engineTestFile) fd(direct bool) int {
 	if direct {
 		return int(f.direct.Fd())

@@ -5,9 +5,9 @@ import (
 	"io"
 )
 
-// maxChunk caps one read syscall or ring entry: io_uring and AIO lengths are 32-bit and
-// Linux transfers at most 0x7ffff000 bytes per read, so bigger spans go in several
-// reads. A variable so that tests can shrink it.
+// maxChunk caps one read system call (pread, copy_file_range) or ring entry: io_uring and
+// AIO lengths are 32-bit and Linux transfers at most 0x7ffff000 bytes per call, so bigger
+// spans go in several reads. A variable so that tests can shrink it.
 var maxChunk = 1 << 30
 
 // readSpan is one read as the low-level engines see it. It is complete once buf is full, or

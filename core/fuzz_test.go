@@ -46,17 +46,6 @@ func readsStayInside(t *testing.T, dir string, raw []byte) {
 	}
 }
 
-// memoryDir is a scratch directory in memory when /dev/shm exists: every fuzz input is
-// written to a file, and on a busy disk creating and removing files stalls for seconds.
-func memoryDir(t testing.TB) string {
-	dir, err := os.MkdirTemp("/dev/shm", "ffrecord-fuzz-")
-	if err != nil {
-		return t.TempDir()
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
 // FuzzReader is seeded with the golden files cut to their first 2 KiB (the fuzzer slows to
 // a crawl on inputs of hundreds of KiB) and small files written here.
 func FuzzReader(f *testing.F) {

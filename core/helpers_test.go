@@ -3,7 +3,9 @@ package core
 import (
 	"bytes"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -91,9 +93,7 @@ func randomSamples(rng *rand.Rand, n, maxSize int) [][]byte {
 	for k := range samples {
 		s := make([]byte, rng.IntN(maxSize+1))
 		if k%2 == 0 {
-			for i := range s {
-				s[i] = byte(rng.Uint32())
-			}
+			fillRandom(rng, s)
 		} else {
 			copy(s, bytes.Repeat([]byte("ffrecord sample text "), len(s)/21+1))
 		}
@@ -114,4 +114,42 @@ func assertSamples(t testing.TB, got, want [][]byte) {
 	}
 }
 
+// fillRandom fills b with bytes from rng, eight at a time.
+func fillRandom(rng *rand.Rand, b []byte) {
+	for i := 0; i < len(b); i += 8 {
+		v := rng.Uint64()
+		for k := i; k < min(i+8, len(b)); k++ {
+			b[k] = byte(v)
+			v >>= 8
+		}
+	}
+}
+
 func tempPath(t testing.TB, name string) string { return filepath.Join(t.TempDir(), name) }
+
+// memoryDir is a scratch directory in memory when /dev/shm exists: every fuzz input is
+// written to a file, and on a busy disk creating and removing files stalls for seconds.
+func memoryDir(t testing.TB) string {
+	dir, err := os.MkdirTemp("/dev/shm", "ffrecord-fuzz-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// onlyEntries fails unless dir holds exactly the given names.
+func onlyEntries(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if strings.Join(got, ",") != strings.Join(names, ",") {
+		t.Fatalf("directory holds %v, want %v", got, names)
+	}
+}

@@ -111,9 +111,9 @@ func TestHeaderRecordsOffsetsPastFourGiB(t *testing.T) {
 
 // Samples larger than one system call are split: shrink the limit to see it happen.
 func TestLargeSamplesAreSplit(t *testing.T) {
-	saved := maxIO
-	maxIO = 4096
-	defer func() { maxIO = saved }()
+	saved := maxChunk
+	maxChunk = 4096
+	defer func() { maxChunk = saved }()
 	samples := [][]byte{benchSample(directWriteMin + 12345), benchSample(100)}
 	path := tempPath(t, "big.ffr")
 	writeSamples(t, path, samples, WriterOptions{})
@@ -131,18 +131,7 @@ func TestLargeSamplesAreSplit(t *testing.T) {
 func TestExtensionSizesPastFourGiB(t *testing.T) {
 	c := &compressor{sizes: []uint64{5 * gib, math.MaxUint64 - gib}, codecs: []byte{codecRaw, codecRaw}}
 	path := tempPath(t, "x.ffr")
-	w, err := Create(path, 3, WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range [][]byte{[]byte("a"), []byte("b"), c.record()} {
-		if err := w.WriteOne(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeSamples(t, path, [][]byte{[]byte("a"), []byte("b"), c.record()}, WriterOptions{})
 	r := openReader(t, ReaderOptions{CheckData: true}, path)
 	sizes := make([]uint64, 2)
 	if err := r.Sizes([]uint64{0, 1}, sizes); err != nil || sizes[0] != 5*gib || sizes[1] != math.MaxUint64-gib {

@@ -143,21 +143,17 @@ func (r *Reader) Sizes(indices, sizes []uint64) error {
 		return err
 	}
 	defer r.mu.RUnlock()
-	var cur batchItem
-	fk, local := 0, int64(-1)
-	where := func() (string, int64) { return r.files[fk].path, local }
-	return withFaultGuard(where, func() error {
+	it := new(batchItem)
+	return withFaultGuard(faultAt(&it, r.files[0].path), func() error {
 		for k, index := range indices {
-			var err error
-			var i uint64
-			if fk, i, err = r.locate(index); err != nil {
+			fk, local, err := r.locate(index)
+			if err != nil {
 				return err
 			}
-			local = int64(i)
-			if err := r.plan(&cur, r.files[fk], i, r.starts[fk]); err != nil {
+			if err := r.plan(it, r.files[fk], local, r.starts[fk]); err != nil {
 				return err
 			}
-			sizes[k] = cur.size
+			sizes[k] = it.size
 		}
 		return nil
 	})

@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/klauspost/crc32"
-	"golang.org/x/sys/unix"
 )
 
 // verifyWindow is how much sample data Verify reads per system call: runs of adjacent
@@ -28,6 +27,10 @@ func (r *Reader) Verify(start, count uint64, bad func(index uint64)) error {
 		return fmt.Errorf("%w: range [%d, %d+%d) of a dataset of %d", ErrIndex, start, start, count, r.Len())
 	}
 	var metaErrs []error
+	var window []byte // the read buffer of every file; an empty range reads nothing
+	if count > 0 {
+		window = make([]byte, verifyWindow)
+	}
 	for k, f := range r.files {
 		lo, hi := max(start, r.starts[k]), min(start+count, r.starts[k+1])
 		empty := r.starts[k] == r.starts[k+1]
@@ -40,7 +43,7 @@ func (r *Reader) Verify(start, count uint64, bad func(index uint64)) error {
 			if err := f.verifyMetadata(); err != nil {
 				metaErrs = append(metaErrs, err)
 			}
-			return f.verifySamples(lo-base, hi-base, &where, func(local uint64) { bad(base + local) })
+			return f.verifySamples(lo-base, hi-base, window, &where, func(local uint64) { bad(base + local) })
 		})
 		if err != nil {
 			return err
@@ -70,9 +73,9 @@ func (f *dataFile) verifyMetadata() error {
 	return nil
 }
 
-// verifySamples checks samples [lo, hi) of the file, reporting bad ones by local index.
-func (f *dataFile) verifySamples(lo, hi uint64, where *int64, bad func(uint64)) error {
-	window := make([]byte, verifyWindow)
+// verifySamples checks samples [lo, hi) of the file, reporting bad ones by local index;
+// window is its read buffer, verifyWindow bytes.
+func (f *dataFile) verifySamples(lo, hi uint64, window []byte, where *int64, bad func(uint64)) error {
 	var decoded []byte
 	for i := lo; i < hi; {
 		*where = int64(i)
@@ -83,7 +86,7 @@ func (f *dataFile) verifySamples(lo, hi uint64, where *int64, bad func(uint64)) 
 			continue
 		}
 		if end-off > verifyWindow {
-			ok, err := f.verifyLarge(i, off, end)
+			ok, err := f.verifyLarge(i, off, end, window)
 			if err != nil {
 				return err
 			}
@@ -141,8 +144,8 @@ func (f *dataFile) sampleIntact(i uint64, stored, decoded []byte) (bool, []byte)
 	return decode(f.ext.codec(i), stored, decoded[:size]) == nil, decoded
 }
 
-// verifyLarge checks a sample larger than the read window.
-func (f *dataFile) verifyLarge(i, off, end uint64) (bool, error) {
+// verifyLarge checks a sample larger than the read window, which it reads through.
+func (f *dataFile) verifyLarge(i, off, end uint64, window []byte) (bool, error) {
 	if f.ext != nil && f.ext.codec(i) != codecRaw {
 		stored := make([]byte, end-off)
 		if err := preadFull(f, stored, off); err != nil {
@@ -154,10 +157,9 @@ func (f *dataFile) verifyLarge(i, off, end uint64) (bool, error) {
 	if f.ext != nil && f.ext.originalSize(i) != end-off {
 		return false, nil
 	}
-	chunk := make([]byte, verifyWindow)
 	var sum uint32
 	for pos := off; pos < end; {
-		part := chunk[:min(uint64(len(chunk)), end-pos)]
+		part := window[:min(uint64(len(window)), end-pos)]
 		if err := preadFull(f, part, pos); err != nil {
 			return false, err
 		}
@@ -169,17 +171,12 @@ func (f *dataFile) verifyLarge(i, off, end uint64) (bool, error) {
 
 // preadFull fills p from offset off of the file.
 func preadFull(f *dataFile, p []byte, off uint64) error {
-	for len(p) > 0 {
-		n, err := unix.Pread(f.fd, p[:min(len(p), maxIO)], int64(off))
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return &fileError{path: f.path, index: -1, err: fmt.Errorf("read at offset %d: %w", off, err)}
-		case n == 0:
-			return errorf(f.path, -1, ErrCorrupt, "file shrank while open: %v at offset %d", io.ErrUnexpectedEOF, off)
-		}
-		p, off = p[n:], off+uint64(n)
+	err := preadSpan(&readSpan{fd: f.fd, off: int64(off), buf: p, need: len(p), align: 1})
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errorf(f.path, -1, ErrCorrupt, "file shrank while open: %v", err)
+	case err != nil:
+		return &fileError{path: f.path, index: -1, err: err}
 	}
 	return nil
 }

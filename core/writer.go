@@ -25,10 +25,6 @@ const (
 	directWriteMin = writeBuffer / 4
 )
 
-// maxIO bounds one read or write system call (Linux moves at most ~2 GiB per call); a
-// variable so tests can drive the splitting of huge samples with small ones.
-var maxIO = 1 << 30
-
 // WriterOptions tune a Writer.
 type WriterOptions struct {
 	Compression Compression
@@ -183,15 +179,10 @@ func (w *Writer) wait() error {
 	return err
 }
 
-// writeAt writes all of p at off, in calls of at most maxIO bytes.
+// writeAt writes all of p at off (os.File.WriteAt splits it into calls Linux accepts).
 func (w *Writer) writeAt(p []byte, off uint64) error {
-	for len(p) > 0 {
-		chunk := p[:min(len(p), maxIO)]
-		n, err := w.tmp.WriteAt(chunk, int64(off))
-		if err != nil {
-			return fmt.Errorf("%s: %w", w.path, err)
-		}
-		p, off = p[n:], off+uint64(n)
+	if _, err := w.tmp.WriteAt(p, int64(off)); err != nil {
+		return fmt.Errorf("%s: %w", w.path, err)
 	}
 	return nil
 }

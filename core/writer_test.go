@@ -11,22 +11,6 @@ import (
 	"testing"
 )
 
-// onlyEntries fails unless dir holds exactly the given names.
-func onlyEntries(t *testing.T, dir string, names ...string) {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, e := range entries {
-		got = append(got, e.Name())
-	}
-	if strings.Join(got, ",") != strings.Join(names, ",") {
-		t.Fatalf("directory holds %v, want %v", got, names)
-	}
-}
-
 func TestWriterTooFewSamplesLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "few.ffr")
