@@ -67,7 +67,7 @@ func TestFromC(t *testing.T) {
 	if out, err := cc.CombinedOutput(); err != nil {
 		t.Fatalf("cc: %v\n%s", err, out)
 	}
-	in := "internal/abi/testdata/basic.ffr"
+	in := "../core/testdata/basic.ffr"
 	out := filepath.Join(dir, "copy.ffr")
 	run := exec.Command(smoke, abi.Version, in, out)
 	var stderr bytes.Buffer

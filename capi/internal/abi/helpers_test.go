@@ -109,8 +109,8 @@ func noLeaks(t testing.TB) {
 	})
 }
 
-// golden returns the path of a test file copied from shared/golden.
-func golden(name string) string { return filepath.Join("testdata", name) }
+// golden returns the path of a golden file in core/testdata, shared with the core's tests.
+func golden(name string) string { return filepath.Join("..", "..", "..", "core", "testdata", name) }
 
 // manifest lists, per golden file, the length and sha256 of each sample.
 type manifest struct {
