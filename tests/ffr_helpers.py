@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import traceback
@@ -13,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+import ffrecord
 from ffrecord import FileWriter
 
 
@@ -85,6 +89,18 @@ def run_in_child(body: Callable[[], None], timeout: float = 60.0) -> None:
         raise AssertionError(f"forked child still running after {timeout}s: a hang")
     if status != 0:
         raise AssertionError(f"forked child failed (exit {status}):\n{report}")
+
+
+def run_python(code: str, cwd: str | os.PathLike[str] | None = None, **env: str) -> str:
+    """The standard output (stripped) of ``code`` run by a fresh interpreter, which must
+    succeed. The child imports the same ffrecord as this run (installed, or the source tree
+    in development) and these helpers; ``env`` adds environment variables."""
+    paths = [str(Path(ffrecord.__file__).resolve().parent.parent), str(Path(__file__).parent)]
+    result = subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.path[:0] = {paths!r}\n" + textwrap.dedent(code)],
+        capture_output=True, text=True, timeout=120, cwd=cwd, env={**os.environ, **env})
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
 
 
 def wait_bounded(pid: int, timeout: float) -> int | None:

@@ -9,17 +9,13 @@ import multiprocessing
 import os
 import random
 import shutil
-import subprocess
-import sys
-import textwrap
 import threading
 from pathlib import Path
 
 import pytest
 
-import ffrecord
 from ffrecord import FileReader, FileWriter, _lib
-from ffr_helpers import payload, random_sizes, run_in_child, run_threads, write_dataset
+from ffr_helpers import payload, random_sizes, run_in_child, run_python, run_threads, write_dataset
 
 POOL_TIMEOUT = 120
 _inherited: FileReader | None = None  # set before forking pools: workers use it unpickled
@@ -221,18 +217,10 @@ def test_multiprocessing_pools(method: str, dataset, used_reader: FileReader) ->
         _inherited = None
 
 
-def _script(body: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    # the same ffrecord as this run (installed, or the source tree in development), and helpers
-    paths = [str(Path(ffrecord.__file__).resolve().parent.parent), str(Path(__file__).parent)]
-    code = f"import sys; sys.path[:0] = {paths!r}\n" + textwrap.dedent(body)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path, env={**os.environ, **env})
-
-
 def test_child_copies_the_loaded_library_even_after_the_file_is_gone(dataset, tmp_path) -> None:
     copy = tmp_path / "libffrecord-copy.so"
     shutil.copy(_lib.library_path(), copy)
-    result = _script(f"""
+    out = run_python(f"""
         import os
         from ffrecord import FileReader
         from ffr_helpers import run_in_child
@@ -246,11 +234,11 @@ def test_child_copies_the_loaded_library_even_after_the_file_is_gone(dataset, tm
         run_in_child(child, timeout=30)
         print("ok")
     """, tmp_path, FFRECORD_LIBRARY=str(copy))
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+    assert out == "ok"
 
 
 def test_reload_impossible_raises_runtime_error_at_once(dataset, tmp_path: Path) -> None:
-    result = _script(f"""
+    out = run_python(f"""
         from ffrecord import FileReader, _lib
         from ffr_helpers import run_in_child
         reader = FileReader({str(dataset[0])!r})
@@ -272,11 +260,11 @@ def test_reload_impossible_raises_runtime_error_at_once(dataset, tmp_path: Path)
         run_in_child(child, timeout=30)
         print("ok")
     """, tmp_path)
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+    assert out == "ok"
 
 
 def test_child_of_a_process_that_never_loaded_uses_the_library_itself(dataset, tmp_path) -> None:
-    result = _script(f"""
+    out = run_python(f"""
         import ffrecord
         from ffrecord import _lib
         from ffr_helpers import run_in_child
@@ -290,4 +278,4 @@ def test_child_of_a_process_that_never_loaded_uses_the_library_itself(dataset, t
         run_in_child(child, timeout=30)
         print("ok")
     """, tmp_path)
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+    assert out == "ok"

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import ffrecord
 from ffrecord import _lib
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def run_python(code: str) -> str:
-    paths = [str(Path(ffrecord.__file__).resolve().parent.parent)]
-    result = subprocess.run(
-        [sys.executable, "-c", f"import sys; sys.path[:0] = {paths!r}\n{code}"],
-        capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
+from ffr_helpers import run_python
 
 
 def test_import_loads_no_native_code_and_no_torch() -> None:

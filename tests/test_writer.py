@@ -7,8 +7,6 @@ import array
 import gc
 import json
 import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import pytest
 
 from ffrecord import FileReader, FileWriter, _lib
 from ffrecord import writer as writer_module
-from ffr_helpers import payload, random_sizes, run_threads, write_dataset
+from ffr_helpers import payload, random_sizes, run_python, run_threads, write_dataset
 
 ROUND_TRIP_SIZES = [0, 1, 2, 7, 511, 512, 513, 4095, 4096, 4097, 65536, 1 << 20, (3 << 20) + 7]
 
@@ -139,14 +137,6 @@ def test_unclosed_writer_is_discarded_with_resource_warning(tmp_path: Path) -> N
     assert list(tmp_path.iterdir()) == []
 
 
-def run_python(script: str) -> str:
-    """The standard output of ``script`` run by a fresh interpreter, which must succeed."""
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 def test_writer_left_open_at_exit_does_not_abort_interpreter(tmp_path: Path) -> None:
     script = (
         "import ffrecord, sys\n"
@@ -155,7 +145,7 @@ def test_writer_left_open_at_exit_does_not_abort_interpreter(tmp_path: Path) -> 
         "sys.modules['__main__'].keep = w\n"
         "print('done')\n"
     )
-    assert run_python(script).strip() == "done"
+    assert run_python(script) == "done"
     assert not (tmp_path / "exit.ffr").exists()
 
 

@@ -141,11 +141,6 @@ def open_handles() -> int:
     return count.value
 
 
-def encode_path(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bytes:
-    """A path as the UTF-8 bytes the C ABI takes (``os.fsencode`` keeps odd bytes intact)."""
-    return os.fsencode(path)
-
-
 def _load() -> Library:
     global _state, _generation
     if not _lock.acquire(timeout=_LOAD_TIMEOUT):

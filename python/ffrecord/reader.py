@@ -127,18 +127,19 @@ class FileReader:
         sizes = np.empty(k, np.uint64)
         if k == 0:
             return np.empty(0, np.uint8), sizes, -1
+        # Each ``.ctypes.data`` costs about a microsecond: take every address once.
+        idx_addr, sizes_addr = idx.ctypes.data, sizes.ctypes.data
         if out is None and 0 <= self._fixed_size * k <= _MAX_GUESS:
-            done = self._read_fixed_size(dll, handle, idx, sizes)
+            done = self._read_fixed_size(dll, handle, idx_addr, sizes, sizes_addr)
             if done is not None:
                 return done
         else:
-            status = dll.ffr_reader_sizes(handle, idx.ctypes.data, k, sizes.ctypes.data)
+            status = dll.ffr_reader_sizes(handle, idx_addr, k, sizes_addr)
             if status:
                 _lib.raise_status(status)
         total = int(sizes.sum())
         buf = np.empty(total, np.uint8) if out is None else _output_view(out, total)
-        status = dll.ffr_reader_read_batch(handle, idx.ctypes.data, k, buf.ctypes.data, total,
-                                           sizes.ctypes.data)
+        status = dll.ffr_reader_read_batch(handle, idx_addr, k, buf.ctypes.data, total, sizes_addr)
         if status:
             _lib.raise_status(status)
         common = int(sizes[0])
@@ -148,14 +149,14 @@ class FileReader:
             self._fixed_size = common
         return buf, sizes, common
 
-    def _read_fixed_size(self, dll: ctypes.CDLL, handle: int, idx: np.ndarray,
-                         sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
+    def _read_fixed_size(self, dll: ctypes.CDLL, handle: int, idx_addr: int, sizes: np.ndarray,
+                         sizes_addr: int) -> tuple[np.ndarray, np.ndarray, int] | None:
         """One call, no sizes call, into a buffer sized for samples of the learnt size.
         ``None`` when it was too small: ``sizes`` is filled and nothing was read."""
-        fixed, k = self._fixed_size, len(idx)
+        fixed, k = self._fixed_size, len(sizes)
         buf = np.empty(fixed * k, np.uint8)
-        status = dll.ffr_reader_read_batch(handle, idx.ctypes.data, k, buf.ctypes.data,
-                                           fixed * k, sizes.ctypes.data)
+        status = dll.ffr_reader_read_batch(handle, idx_addr, k, buf.ctypes.data, fixed * k,
+                                           sizes_addr)
         if status == 0 and (sizes == fixed).all():
             return buf, sizes, fixed
         if status not in (0, E_SHORTBUF):
@@ -279,7 +280,7 @@ class FileReader:
 
     def _open(self, paths: list[str]) -> tuple[_lib.Library, int]:
         lib = _lib.current()
-        encoded = (ctypes.c_char_p * len(paths))(*(_lib.encode_path(p) for p in paths))
+        encoded = (ctypes.c_char_p * len(paths))(*map(os.fsencode, paths))
         flags = (_lib.CHECK_DATA if self.check_data else 0) | (_lib.DIRECT if self.direct else 0)
         handle = ctypes.c_int64()
         _lib.check(lib.dll.ffr_reader_open(encoded, len(paths), flags, ctypes.byref(handle)))

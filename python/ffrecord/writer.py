@@ -86,10 +86,9 @@ class FileWriter:
         lib = _lib.current()
         handle = ctypes.c_int64()
         _lib.check(lib.dll.ffr_writer_create(
-            _lib.encode_path(fname), _lib.UNKNOWN_COUNT if n is None else n,
+            os.fsencode(fname), _lib.UNKNOWN_COUNT if n is None else n,
             _lib.COMPRESSION[compression], ctypes.byref(handle)))
-        self._library = lib
-        self._generation = lib.generation
+        self._library = lib  # the copy that owns the handle (a forked child gets another)
         self._handle = handle.value
 
     def write_one(self, data: Any) -> None:
@@ -205,7 +204,7 @@ class FileWriter:
         try:
             handle = getattr(self, "_handle", 0)
             lib = _lib.loaded() if handle else None
-            if lib is None or lib.generation != self._generation:
+            if lib is None or lib is not self._library:
                 return  # nothing open here (a forked child's copy: the parent owns the file)
             message = f"{self!r} was never closed: discarding what was written"
             self._handle = 0
@@ -236,7 +235,7 @@ class FileWriter:
         if not self._handle:
             raise self._closed_error()
         lib = _lib.current()
-        if lib.generation != self._generation:
+        if lib is not self._library:
             raise RuntimeError(
                 f"{self!r} was created in another process: a FileWriter cannot be used "
                 "after fork(); create the writer in the process that writes")
