@@ -32,6 +32,10 @@ def installed(package: str) -> bool:
     return importlib.util.find_spec(package) is not None
 
 
+def first_cell(doc: dict, workload: str) -> dict:
+    return next(c for c in doc["cells"] if c["workload"] == workload)
+
+
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, str]:
     """Runs ``benchmarks/run.py`` in smoke mode once; returns (JSON, output dir, stdout)."""
@@ -59,10 +63,8 @@ def test_every_installed_contender_is_measured(smoke_run: tuple[dict, Path, str]
             assert package in doc["skipped"][name]
     writes = [c for c in doc["cells"] if c["workload"] == "write"]
     assert all(set(c["contenders"]) == set(doc["contenders"]) for c in writes)
-    cold = doc["cells"][[c["workload"] for c in doc["cells"]].index("cold_read")]
-    assert "ffrecord-direct" in cold["contenders"]
-    warm = doc["cells"][[c["workload"] for c in doc["cells"]].index("warm_read")]
-    assert "ffrecord-batch" in warm["contenders"]
+    assert "ffrecord-direct" in first_cell(doc, "cold_read")["contenders"]
+    assert "ffrecord-batch" in first_cell(doc, "warm_read")["contenders"]
 
 
 def test_json_structure_and_finite_numbers(smoke_run: tuple[dict, Path, str]) -> None:
@@ -85,8 +87,8 @@ def test_json_structure_and_finite_numbers(smoke_run: tuple[dict, Path, str]) ->
         for pair, ratio in cell["ratios"].items():
             assert pair.startswith("ffrecord"), pair
             assert ratio is None or (math.isfinite(ratio) and ratio > 0), (pair, ratio)
-    state = next(c for c in doc["cells"] if c["workload"] == "state_dict") if installed("torch") else None
-    if state is not None:
+    if installed("torch"):
+        state = first_cell(doc, "state_dict")
         assert state["notes"]["exact"] is True and state["notes"]["json_bytes"] > 0
     statuses = {g["status"] for g in doc["goals"]}
     assert statuses <= {"PASS", "MISS", "N/A"} and doc["goals"]

@@ -15,7 +15,7 @@ import pytest
 
 from ffrecord import FileWriter
 from ffrecord.cli import EXIT_CORRUPT, EXIT_OK, EXIT_OS, EXIT_USAGE, main
-from tools_support import manifest, tfrecord_frame
+from tools_support import manifest, sample_offsets, tfrecord_frame
 
 
 def run(capsys, *argv):
@@ -100,20 +100,12 @@ def test_verify_fails_on_damaged_golden_files(capsys, name, expected, golden):
 def test_verify_truncated_lists_every_sample_past_the_end(capsys, golden):
     status, out, _ = run(capsys, "verify", golden / "truncated.ffr")
     size = (golden / "truncated.ffr").stat().st_size
-    offsets = _offsets(golden / "truncated.ffr")
+    offsets = sample_offsets((golden / "truncated.ffr").read_bytes())
     ends = offsets[1:] + [None]
     cut = [i for i, end in enumerate(ends) if end is None or end > size]
     listed = [int(line.split("sample ")[1].split(":")[0]) for line in out.splitlines()
               if ": sample " in line]
     assert listed == cut and cut
-
-
-def _offsets(path) -> list:
-    import struct
-
-    raw = path.read_bytes()
-    n = struct.unpack_from("<Q", raw, 4)[0]
-    return list(struct.unpack_from(f"<{n}Q", raw, 12 + 4 * n))
 
 
 def test_verify_legacy_file_passes_with_a_warning(capsys, golden):
@@ -126,9 +118,8 @@ def test_verify_reports_damage_in_a_directory_by_file(tmp_path, capsys, golden):
     shutil.copytree(golden / "multi", tmp_path / "multi")
     part = tmp_path / "multi" / "PART_00001.ffr"
     os.chmod(part, 0o644)
-    offsets = _offsets(part)
     raw = bytearray(part.read_bytes())
-    raw[offsets[7]] ^= 0xFF
+    raw[sample_offsets(raw)[7]] ^= 0xFF
     part.write_bytes(bytes(raw))
     status, out, _ = run(capsys, "verify", tmp_path / "multi", "-j", "2")
     assert status == EXIT_CORRUPT

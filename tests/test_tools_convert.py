@@ -9,15 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ffrecord import CorruptFileError, FileReader, PackedFolder
+from ffrecord import CorruptFileError, PackedFolder
 from ffrecord import convert
-from tools_support import crc32c_bitwise, masked, ofrecord_frame, parse_base_format, \
+from tools_support import crc32c_bitwise, masked, ofrecord_frame, parse_base_format, read_all, \
     tfrecord_frame
 
-
-def read_all(path) -> list:
-    with FileReader(path) as reader:
-        return [s.tobytes() for s in reader.read(list(range(reader.n)))] if reader.n else []
 
 
 RECORDS = [b"", b"a", b"hello tfrecord", os.urandom(3000), bytes(70000)]

@@ -11,12 +11,8 @@ import pytest
 
 from ffrecord import FileReader
 from ffrecord.utils import dump
-from tools_support import parse_base_format
+from tools_support import parse_base_format, read_all
 
-
-def read_all(path) -> list:
-    with FileReader(path) as reader:
-        return [s.tobytes() for s in reader.read(list(range(reader.n)))] if reader.n else []
 
 
 def samples(n: int) -> list:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ffrecord import CorruptFileError, FileReader, FileWriter
-from tools_support import parse_base_format
+from tools_support import parse_base_format, read_all
 
 SIZES = [0, 1, 2, 15, 16, 17, 64, 100, 4095, 4096, 4097, 65536, 1 << 20, 3 * (1 << 20) + 7]
 
@@ -38,10 +38,6 @@ def write(path, samples, n="known", compression="lz4") -> None:
         for sample in samples:
             writer.write_one(sample)
 
-
-def read_all(path, check_data=True) -> list:
-    with FileReader(path, check_data=check_data) as reader:
-        return [s.tobytes() for s in reader.read(list(range(reader.n)))] if reader.n else []
 
 
 @pytest.mark.parametrize("make", [compressible, incompressible])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import struct
 from collections import OrderedDict
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 import ffrecord
 from ffrecord import CorruptFileError, FileWriter, PackedFolder, pack_folder
 from ffrecord.packed import MAGIC, load_index, unpack_folder
-from tools_support import manifest, parse_base_format
+from tools_support import manifest, parse_base_format, sample_offsets
 
 GOLDEN_TREE = {
     "001.txt": 0, "002.bin": 1,
@@ -232,8 +231,7 @@ def test_check_data_detects_a_damaged_packed_file(tmp_path):
     out = tmp_path / "p.ffr"
     pack_folder(src, out)
     raw = bytearray(out.read_bytes())
-    n = struct.unpack_from("<Q", raw, 4)[0]
-    raw[12 + 12 * n + 5] ^= 0xFF  # inside the first file's data
+    raw[sample_offsets(raw)[0] + 5] ^= 0xFF  # inside the first file's data
     out.write_bytes(bytes(raw))
     with PackedFolder(out) as packed, pytest.raises(CorruptFileError):
         packed.read_one("f")

@@ -1,8 +1,8 @@
 """Helpers shared by the tools tests, written independently of the package under test.
 
-Everything here re-derives the formats from their specifications (a bitwise CRC-32C, a plain
-reader of the base FFRecord layout) so the tests check the package against the spec, not
-against itself.
+Everything here but ``read_all`` re-derives the formats from their specifications (a bitwise
+CRC-32C, a plain reader of the base FFRecord layout) so the tests check the package against
+the spec, not against itself.
 """
 
 from __future__ import annotations
@@ -13,6 +13,15 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List
+
+
+def read_all(path, check_data: bool = True) -> List[bytes]:
+    """Every sample of a file or directory, read back with ``ffrecord.FileReader``."""
+    from ffrecord import FileReader
+
+    with FileReader(path, check_data=check_data) as reader:
+        return [s.tobytes() for s in reader.read(range(reader.n))]
+
 
 def manifest(golden: Path) -> Dict:
     """MANIFEST.json of the golden folder (the ``golden`` fixture of conftest.py)."""
@@ -53,6 +62,12 @@ class BaseFile:
     samples: List[bytes]
 
 
+def sample_offsets(raw: bytes) -> List[int]:
+    """The sample offsets a file's header stores, unchecked (also for damaged files)."""
+    n = struct.unpack_from("<Q", raw, 4)[0]
+    return list(struct.unpack_from(f"<{n}Q", raw, 12 + 4 * n))
+
+
 def parse_base_format(path: Path) -> BaseFile:
     """Parses and validates a file as the reference reader would; asserts on any violation."""
     raw = Path(path).read_bytes()
@@ -62,7 +77,7 @@ def parse_base_format(path: Path) -> BaseFile:
     assert len(raw) >= header, "sample tables cut short"
     assert meta_crc == zlib.crc32(raw[4:header]), "metadata checksum mismatch"
     checksums = list(struct.unpack_from(f"<{n}I", raw, 12))
-    offsets = list(struct.unpack_from(f"<{n}Q", raw, 12 + 4 * n))
+    offsets = sample_offsets(raw)
     if n:
         assert offsets[0] == header, "first sample does not start right after the header"
     assert all(a <= b for a, b in zip(offsets, offsets[1:])), "offsets decrease"

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .errors import CorruptFileError
-from .utils import _ProgressBar
+from ._progress import ProgressBar
 
 __all__ = ["main", "EXIT_OK", "EXIT_CORRUPT", "EXIT_USAGE", "EXIT_OS", "EXIT_INTERRUPTED",
            "EXIT_BROKEN_PIPE"]
@@ -194,9 +194,8 @@ def _summarize(path: str) -> Dict:
     files, all_sizes = [], []
     for fname in _ffr_files(path):
         with _open_reader(fname, check_data=False) as reader:
-            sizes = reader.sizes(np.arange(len(reader), dtype=np.uint64)) if len(reader) else \
-                np.zeros(0, dtype=np.uint64)
-        layout = describe(fname)
+            sizes = reader.sizes(np.arange(len(reader), dtype=np.uint64))
+            layout = describe(reader)
         all_sizes.append(sizes)
         files.append({"file": fname, "samples": int(len(sizes)), "bytes": layout.file_size,
                       "sample_bytes": int(sizes.sum()), "stored_bytes": layout.data_size,
@@ -248,8 +247,9 @@ def _verify(args: argparse.Namespace) -> int:
                 unreadable[fname] = str(exc)
         chunks = [(fname, start, min(_VERIFY_CHUNK, len(r) - start))
                   for fname, r in readers.items() for start in range(0, len(r), _VERIFY_CHUNK)]
+        nsamples = sum(c[2] for c in chunks)
         show = sys.stderr.isatty() if args.progress is None else args.progress
-        with _ProgressBar(sum(c[2] for c in chunks), show, "verify") as bar, \
+        with ProgressBar(nsamples, show, "verify") as bar, \
                 ThreadPoolExecutor(args.jobs) as pool:
             for (fname, _, count), result in pool.map(
                     lambda c: (c, _check_chunk(readers[c[0]], c[1], c[2])), chunks):
@@ -272,7 +272,6 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"FAILED: {nbad} bad sample(s) and {len(unreadable)} unreadable file(s) "
               f"among {len(files)} file(s)", file=sys.stderr)
         return EXIT_CORRUPT
-    nsamples = sum(c[2] for c in chunks)
     print(f"OK: {len(files)} file(s), {nsamples:,} samples verified")
     return EXIT_OK
 

@@ -25,10 +25,12 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Union
 
 from ._crc32c import crc32c, masked_crc32c
+from ._progress import progress
 from .errors import CorruptFileError
 from .writer import FileWriter
 
@@ -218,19 +220,11 @@ def write_iterable(samples: Iterable, out: PathLike, *, n: Optional[int] = None,
     """
     if n is None and hasattr(samples, "__len__"):
         n = len(samples)
-    if verbose:
-        from tqdm import tqdm
-
-        samples = tqdm(samples, total=n, unit="sample", desc=f"write {os.fspath(out)}")
+    samples = progress(samples, verbose, f"write {os.fspath(out)}", total=n)
     with FileWriter(out, n, compression=compression) as writer:
         for sample in samples:
             writer.write_one(sample)
         return writer.count
-
-
-def _chain(files: List[Path], read: Callable[[Path], Iterator[bytes]]) -> Iterator[bytes]:
-    for path in files:
-        yield from read(path)
 
 
 def tfrecord_to_ffr(inputs: Inputs, out: PathLike, *, verify: bool = True,
@@ -241,16 +235,16 @@ def tfrecord_to_ffr(inputs: Inputs, out: PathLike, *, verify: bool = True,
     directories. Each record's bytes become one sample, unchanged.
     """
     files = _expand(inputs, _visible)
-    return write_iterable(_chain(files, lambda p: read_tfrecord(p, verify=verify)), out,
-                          compression=compression, verbose=verbose)
+    records = chain.from_iterable(read_tfrecord(p, verify=verify) for p in files)
+    return write_iterable(records, out, compression=compression, verbose=verbose)
 
 
 def ofrecord_to_ffr(inputs: Inputs, out: PathLike, *, compression: Optional[str] = None,
                     verbose: bool = False) -> int:
     """Converts OFRecord ``part-N`` files (or their directory) into one ffr file."""
     files = _expand(inputs, _ofrecord_part)
-    return write_iterable(_chain(files, read_ofrecord), out, compression=compression,
-                          verbose=verbose)
+    records = chain.from_iterable(map(read_ofrecord, files))
+    return write_iterable(records, out, compression=compression, verbose=verbose)
 
 
 def folder_to_ffr(folder: PathLike, out: PathLike, *, verbose: bool = False) -> int:

@@ -33,6 +33,7 @@ from typing import Iterable, Iterator, List, Optional, Union
 
 import numpy as np
 
+from ._progress import progress
 from .errors import CorruptFileError
 from .reader import FileReader
 from .writer import FileWriter
@@ -280,7 +281,7 @@ def pack_folder(folder: PathLike, out_file: PathLike, verbose: bool = False) -> 
     tree, nfiles, paths = _scan(root)
     meta = MAGIC + pickle.dumps(tree, protocol=_PICKLE_PROTOCOL)
     with FileWriter(out_file, nfiles + 1) as writer:
-        for path in _progress(paths, verbose, "pack"):
+        for path in progress(paths, verbose, "pack", unit="file"):
             writer.write_one(path.read_bytes())
         writer.write_one(meta)
     return nfiles
@@ -301,14 +302,7 @@ def unpack_folder(ffr_file: PathLike, out_dir: PathLike, verbose: bool = False) 
             (out / rel).mkdir(parents=True, exist_ok=True)
         out.mkdir(parents=True, exist_ok=True)
         entries = list(packed.items())
-        for rel, index in _progress(entries, verbose, "unpack"):
+        for rel, index in progress(entries, verbose, "unpack", unit="file"):
             (out / rel).write_bytes(packed.reader.read_one(index))
         return len(entries)
 
-
-def _progress(items: list, verbose: bool, desc: str):
-    if not verbose:
-        return items
-    from tqdm import tqdm
-
-    return tqdm(items, desc=desc, unit="file")

@@ -15,13 +15,13 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
-import sys
 import time
 import warnings
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
+from ._progress import ProgressBar
 from .writer import FileWriter
 
 __all__ = ["dump"]
@@ -132,7 +132,7 @@ def _picklable(obj: Any) -> bool:
 def _write_here(dataset: Sequence[Any], tasks: list, compression: Optional[str],
                 verbose: bool) -> None:
     """Writes the (path, start, count) tasks one after the other in this process."""
-    with _ProgressBar(sum(task[2] for task in tasks), verbose) as bar:
+    with ProgressBar(sum(task[2] for task in tasks), verbose) as bar:
         for path, start, count in tasks:
             _write_range(dataset, path, start, count, compression, bar.update, lambda: False)
 
@@ -163,7 +163,7 @@ def _run_workers(dataset: Sequence[Any], tasks: list, compression: Optional[str]
     ctx = mp.get_context(method)
     cancel = ctx.Event()
     progress = ctx.Queue() if verbose else None
-    with _ProgressBar(n, verbose) as bar, ProcessPoolExecutor(
+    with ProgressBar(n, verbose) as bar, ProcessPoolExecutor(
         workers, mp_context=ctx, initializer=_init_worker,
         initargs=(dataset, compression, cancel, progress),
     ) as pool:
@@ -190,7 +190,7 @@ def _raise_first_error(done: "set[Future]") -> None:
             raise exc
 
 
-def _drain(progress, bar: "_ProgressBar") -> None:
+def _drain(progress, bar: "ProgressBar") -> None:
     if progress is None:
         return
     while not progress.empty():
@@ -232,26 +232,3 @@ class _Reporter:
         if self.queue is not None and self.pending:
             self.queue.put(self.pending)
             self.pending, self.last = 0, time.monotonic()
-
-
-class _ProgressBar:
-    """A tqdm bar on stderr when enabled, nothing otherwise (tqdm is imported only then)."""
-
-    def __init__(self, total: int, enabled: bool, desc: str = "dump") -> None:
-        self.bar, self.count = None, 0
-        if enabled:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit="sample", desc=desc, file=sys.stderr)
-
-    def update(self, k: int) -> None:
-        self.count += k
-        if self.bar is not None and k:
-            self.bar.update(k)
-
-    def __enter__(self) -> "_ProgressBar":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        if self.bar is not None:
-            self.bar.close()

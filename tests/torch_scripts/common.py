@@ -17,7 +17,8 @@ from typing import Any
 import torch
 import torch.utils.data
 
-from ffrecord import FileReader, FileWriter
+from ffr_helpers import write_dataset
+from ffrecord import FileReader
 from ffrecord.torch import DataLoader, Dataset
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
@@ -29,10 +30,7 @@ def sample(index: int) -> tuple[int, int]:
 
 def write_samples(path: str | os.PathLike[str], n: int, first: int = 0) -> str:
     """An ffr file holding ``sample(first) ... sample(first + n - 1)``."""
-    with FileWriter(str(path), n) as writer:
-        for i in range(first, first + n):
-            writer.write_one(pickle.dumps(sample(i)))
-    return str(path)
+    return str(write_dataset(path, (pickle.dumps(sample(i)) for i in range(first, first + n))))
 
 
 class PickleDataset(Dataset):

@@ -259,14 +259,11 @@ class DataLoader(torch.utils.data.DataLoader):
     def _config(self) -> dict[str, Any]:
         planner = self._planner
         if isinstance(planner, SkippingBatchSampler):
-            return {"order": "custom", "batch_size": self.batch_size, "drop_last": self.drop_last, "world_size": 1}
-        order = "generator" if planner.uses_generator else "seed" if planner.shuffle else "sequential"
-        return {
-            "order": order,
-            "batch_size": self.batch_size,
-            "drop_last": self.drop_last,
-            "world_size": planner.world_size,
-        }
+            order, world_size = "custom", 1
+        else:
+            order = "generator" if planner.uses_generator else "seed" if planner.shuffle else "sequential"
+            world_size = planner.world_size
+        return {"order": order, "batch_size": self.batch_size, "drop_last": self.drop_last, "world_size": world_size}
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader stands: small, JSON-serialisable, valid at any point.

@@ -136,9 +136,9 @@ class EpochBatchSampler(_PlannedSampler):
         finished = False
         for first in range(start, self._num_batches, per_chunk):
             last = min(first + per_chunk, self._num_batches)
-            indices = self._indices(order, first * size, min(last * size, self.samples_per_rank))
+            indices = self._indices(order, first * size, min(last * size, self.samples_per_rank)).tolist()
             for offset in range(0, (last - first) * size, size):
-                batch = indices[offset : offset + size].tolist()
+                batch = indices[offset : offset + size]
                 if len(batch) < size:  # torch's BatchSampler meets the end while filling it
                     self._finish_generator_epoch()
                     finished = True
