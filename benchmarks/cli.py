@@ -24,7 +24,6 @@ from .cache import eviction_method
 from .config import preset
 from .context import BenchContext
 from .contenders import all_contenders
-from .contenders.ffrecord_store import FFRecordContender
 from .machine import machine_facts
 from .markdown import to_markdown
 from .report import format_cell, format_goals, format_machine, to_json, write_json
@@ -48,10 +47,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--contenders", default=None, help="comma-separated contender names")
     p.add_argument("--keep-data", action="store_true", help="leave the data folder in place")
     p.add_argument("--no-plots", action="store_true")
-    args = p.parse_args(argv)
-    if args.mode is None:
-        args.mode = "full"
-    return args
+    return p.parse_args(argv)
 
 
 def _ensure_ffrecord_importable() -> None:
@@ -101,12 +97,7 @@ def _plot(ctx: BenchContext, out: Path) -> None:
 def _run_workloads(ctx: BenchContext, names: list[str]) -> None:
     write.run(ctx)  # every other workload reads what it writes
     for name in names:
-        variant = {"cold": "direct", "warm": "batch"}.get(name)
-        if variant and ctx.contender("ffrecord"):
-            extra = (FFRecordContender(variant),)
-            _timed(ctx, name, lambda c: WORKLOADS[name](c, extra=extra))
-        else:
-            _timed(ctx, name, WORKLOADS[name])
+        _timed(ctx, name, WORKLOADS[name])
 
 
 def main(argv: list[str] | None = None) -> int:

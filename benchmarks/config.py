@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 KiB = 1024
+#: samples this big are read in batches of 64 only, as the reference's benchmark did.
+LARGE_SAMPLE = 64 * KiB
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,16 @@ class BenchConfig:
     resume_steps: tuple[int, ...]
     memcpy_bytes: int
     fio_seconds: float
+
+
+def read_batches(size: int, configured: tuple[int, ...]) -> tuple[int, ...]:
+    """The batch sizes to read ``size``-byte samples with.
+
+    Example:
+        >>> read_batches(KiB, (64, 256)), read_batches(128 * KiB, (64, 256))
+        ((64, 256), (64,))
+    """
+    return (64,) if size >= LARGE_SAMPLE else configured
 
 
 def preset(mode: str) -> BenchConfig:

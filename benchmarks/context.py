@@ -10,8 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
+from . import ffr_format
 from .config import BenchConfig, SizeSpec
 from .contenders import Contender
+from .contenders.ffrecord_store import FFRecordContender
 from .results import Results
 
 
@@ -62,9 +64,24 @@ class BenchContext:
         path.mkdir(parents=True)
         return path
 
-    def with_variants(self, variants: tuple[Contender, ...]) -> list[Contender]:
-        """The contenders with ``variants`` (of ffrecord) right after the first one."""
-        return [*self.contenders[:1], *variants, *self.contenders[1:]]
+    def with_ffrecord_variant(self, variant: str) -> list[Contender]:
+        """The contenders with ffrecord's ``variant`` right after ffrecord (when it runs)."""
+        ffrecord = self.contender("ffrecord")
+        if ffrecord is None:
+            return self.contenders
+        after = self.contenders.index(ffrecord) + 1
+        return [*self.contenders[:after], FFRecordContender(variant), *self.contenders[after:]]
+
+    def one_byte_samples_file(self) -> Path:
+        """A file of ``config.open_samples`` one-byte samples, written once per run (the open
+        and resume workloads share it; it goes with the data folder)."""
+        path = self.data_dir / "shared" / f"{self.config.open_samples}-one-byte-samples.ffr"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(".partial")  # a failed write must not be reused
+            ffr_format.write_tiny_samples(str(partial), self.config.open_samples)
+            partial.rename(path)
+        return path
 
     def contender(self, name: str) -> Contender | None:
         return next((c for c in self.contenders if c.name == name), None)

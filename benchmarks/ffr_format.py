@@ -51,10 +51,8 @@ def write_file(path: str, samples: Sequence[bytes]) -> None:
     """Writes ``samples`` as an FFRecord file with buffered writes, then fsyncs it."""
     n = len(samples)
     sizes = np.fromiter((len(s) for s in samples), dtype=np.uint64, count=n)
-    offsets = np.empty(n, dtype=np.uint64)
-    offsets[:1] = _PREFIX + 12 * n
-    np.cumsum(sizes[:-1], out=offsets[1:])
-    offsets[1:] += offsets[0]
+    offsets = np.full(n, _PREFIX + 12 * n, dtype=np.uint64)
+    offsets[1:] += np.cumsum(sizes[:-1])
     checksums = np.fromiter((zlib.crc32(s) for s in samples), dtype=np.uint32, count=n)
     with open(path, "wb") as f:
         f.write(header_bytes(checksums, offsets))

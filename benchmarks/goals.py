@@ -50,6 +50,13 @@ def _median(results: Results, contender: str, workload: str, **params: object) -
     return cell.median(contender)
 
 
+def _gb_per_s(results: Results, contender: str, workload: str, **params: object) -> float | None:
+    cell = results.find(workload, **params)
+    if cell is None or contender not in cell.values:
+        return None
+    return cell.gb_per_s(contender)
+
+
 def _ratio(results: Results, pair: str, workload: str, **params: object) -> float | None:
     cell = results.find(workload, **params)
     return None if cell is None else cell.ratios().get(pair)
@@ -76,8 +83,8 @@ def evaluate(results: Results) -> list[Goal]:
     memcpy = _median(results, "memcpy", "limits", what="memcpy_batches")
     for check in (True, False):
         on = "on" if check else "off"
-        cell = results.find("warm_read", sample_size=128 << 10, batch=64, check=check)
-        gbps = cell.gb_per_s("ffrecord") if cell and "ffrecord" in cell.values else None
+        gbps = _gb_per_s(results, "ffrecord", "warm_read", sample_size=128 << 10, batch=64,
+                         check=check)
         goals.append(Goal(f"warm 128 KiB b64 check {on} >= 2x reference",
                           f"{ref.SOURCE}: {ref.WARM_128K_B64_GBPS[check]} GB/s",
                           _over(gbps, ref.WARM_128K_B64_GBPS[check]), 2.0))
@@ -98,8 +105,7 @@ def evaluate(results: Results) -> list[Goal]:
                               "same run", _over(ours, raw), 0.8))
     disk = _median(results, "write_fsync", "limits", what="sequential_write_fsync")
     for size, reference_gbps in ref.WRITE_GBPS.items():
-        cell = results.find("write", sample_size=size)
-        gbps = cell.gb_per_s("ffrecord") if cell and "ffrecord" in cell.values else None
+        gbps = _gb_per_s(results, "ffrecord", "write", sample_size=size)
         goals.append(Goal(f"write {size // 1024} KiB >= 2x reference",
                           f"{ref.SOURCE}: {reference_gbps} GB/s; this disk's sequential write + "
                           f"fsync in the same run: {human(disk)} GB/s",

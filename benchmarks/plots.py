@@ -39,6 +39,10 @@ def _gbps(cell: Cell) -> dict[str, float]:
     return {name: cell.gb_per_s(name) for name in cell.values}
 
 
+def _medians(cell: Cell) -> dict[str, float]:
+    return {name: cell.median(name) for name in cell.values}
+
+
 def _warm_groups(results: Results, check: bool) -> list[tuple[str, dict[str, float]]]:
     groups = []
     for cell in (c for c in results.cells if c.workload == "warm_read" and c.params["check"] == check):
@@ -73,7 +77,7 @@ def draw(results: Results, out_dir: Path, mode: str) -> list[Path]:
     cold = []
     for cell in (c for c in results.cells if c.workload == "cold_read"):
         size, batch = cell.params["sample_size"], cell.params["batch"]
-        values = dict({n: cell.median(n) for n in cell.values})
+        values = _medians(cell)
         if size == 4096 and batch in ref.COLD_4K:
             values["reference"] = ref.COLD_4K[batch]
         cold.append((f"{size // 1024} KiB b{batch}", values))
@@ -91,8 +95,7 @@ def draw(results: Results, out_dir: Path, mode: str) -> list[Path]:
     disk = results.find("limits", what="sequential_write_fsync")
     if disk is not None:
         _limit_line(axes[1], disk.median("write_fsync"), "disk: sequential write + fsync")
-    loaders = [(f"{c.params['sample_size'] // 1024} KiB b{c.params['batch']}",
-                {n: c.median(n) for n in c.values})
+    loaders = [(f"{c.params['sample_size'] // 1024} KiB b{c.params['batch']}", _medians(c))
                for c in results.cells if c.workload == "dataloader"]
     _bars(axes[2], loaders, "batches/s (log)", "DataLoader, 2 workers, bytes -> tensor")
     fig.tight_layout()

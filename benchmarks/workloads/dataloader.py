@@ -35,8 +35,9 @@ def loaders(ctx: BenchContext, size: int, batch: int) -> dict:
         except ImportError as e:
             ctx.results.skipped["dataloader/ffrecord"] = f"ffrecord.torch does not import: {e}"
         else:
-            path = str(ctx.store_dir(ctx.contender("ffrecord"), size) / "data.ffr")
-            made["ffrecord"] = lambda: DataLoader(SamplesDataset(path, check_data=True), **common)
+            ffrecord = ctx.contender("ffrecord")
+            paths = ffrecord.files(ctx.store_dir(ffrecord, size))
+            made["ffrecord"] = lambda: DataLoader(SamplesDataset(paths, check_data=True), **common)
     # default arguments bind each root now, not when the factory runs
     if ctx.contender("folder"):
         root = ctx.store_dir(ctx.contender("folder"), size)

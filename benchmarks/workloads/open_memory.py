@@ -82,10 +82,9 @@ def measure_open(opener: str, big: Path, tiny: Path, n: int) -> dict[str, float]
 
 def run(ctx: BenchContext) -> None:
     n = ctx.config.open_samples
-    root = ctx.scratch_dir("open")
-    big, tiny = root / "many.ffr", root / "one.ffr"
-    ctx.log(f"open: writing {n} one-byte samples")
-    ffr_format.write_tiny_samples(str(big), n)
+    ctx.log(f"open: {n} one-byte samples")
+    big = ctx.one_byte_samples_file()
+    tiny = ctx.scratch_dir("open") / "one.ffr"
     ffr_format.write_tiny_samples(str(tiny), 1)
     openers = [c.name for c in ctx.contenders if c.name in ("ffrecord", "python")]
     figures: dict[str, list[dict]] = {name: [] for name in openers}
@@ -102,5 +101,4 @@ def run(ctx: BenchContext) -> None:
         values = {name: [f[metric] for f in figures[name]] for name in openers}
         params = {"samples": n, "metric": metric, "file_bytes": big.stat().st_size}
         ctx.results.add(Cell("open", params, unit, values, higher_is_better=False))
-    big.unlink()
     tiny.unlink()

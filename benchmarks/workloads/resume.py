@@ -13,7 +13,6 @@ import json
 import statistics
 import time
 
-from .. import ffr_format
 from ..context import BenchContext
 from ..results import Cell
 from ..timing import interleaved
@@ -70,8 +69,7 @@ def run(ctx: BenchContext) -> None:
         ctx.results.skipped["resume"] = f"ffrecord.torch does not import: {e}"
         return
     n = ctx.config.open_samples
-    path = ctx.scratch_dir("resume") / "many.ffr"
-    ffr_format.write_tiny_samples(str(path), n)
+    path = ctx.one_byte_samples_file()
 
     def make_loader():
         dataset = SamplesDataset(str(path), check_data=True)
@@ -100,4 +98,3 @@ def run(ctx: BenchContext) -> None:
     cell.notes = {"json_bytes": trips[0]["json_bytes"], "exact": all(t["exact"] for t in trips),
                   "load_state_dict_s": [t["load_state_dict_s"] for t in trips]}
     ctx.results.add(cell)
-    path.unlink()

@@ -1,50 +1,46 @@
-"""Workload 2: random batch reads with the page cache warm, data checks on and off."""
+"""Workload 2: random batch reads with the page cache warm, data checks on and off.
+
+ffrecord also runs as ``ffrecord-batch`` (``read_batch``): what the API costs without
+per-sample arrays.
+"""
 
 from __future__ import annotations
 
 import itertools
+from contextlib import closing
 
+from ..config import read_batches
 from ..context import BenchContext, index_batches, read_through
 from ..contenders import Contender
 from ..results import Cell
 from ..timing import interleaved, rate
 
-LARGE_SAMPLE = 64 << 10  # samples this big are read in batches of 64 only, as the reference did
-
-
-def batch_sizes(ctx: BenchContext, size: int) -> tuple[int, ...]:
-    return (64,) if size >= LARGE_SAMPLE else ctx.config.warm_batches
-
 
 def _reader_rate(ctx: BenchContext, contender: Contender, size: int, batch: int, check: bool):
     root = ctx.store_dir(contender, size)
-    n = ctx.spec(size).count
+    batches = index_batches(ctx.spec(size).count, batch, 64, seed=batch)
 
     def measure() -> float:
-        batches = itertools.cycle(index_batches(n, batch, 64, seed=batch))
-        reader = contender.open(root, check)
-        try:
-            reader.read(next(batches))  # first call pays lazy set-up
+        cycle = itertools.cycle(batches)
+        with closing(contender.open(root, check)) as reader:
+            reader.read(next(cycle))  # first call pays lazy set-up
 
             def one_batch() -> int:
-                indices = next(batches)
+                indices = next(cycle)
                 reader.read(indices)
                 return len(indices)
 
             return rate(one_batch, ctx.config.warm_min_seconds)
-        finally:
-            reader.close()
 
     return measure
 
 
-def run(ctx: BenchContext, extra: tuple[Contender, ...] = ()) -> None:
-    """Measures ``ctx.contenders`` plus ``extra`` variants (e.g. ffrecord's read_batch)."""
-    contenders = ctx.with_variants(extra)
+def run(ctx: BenchContext) -> None:
+    contenders = ctx.with_ffrecord_variant("batch")
     for spec in ctx.config.datasets:
         for contender in ctx.contenders:
             read_through(contender.files(ctx.store_dir(contender, spec.size)))
-        for batch in batch_sizes(ctx, spec.size):
+        for batch in read_batches(spec.size, ctx.config.warm_batches):
             for check in (True, False):
                 ctx.log(f"warm read: {spec.label} batch {batch} check {'on' if check else 'off'}")
                 runners = {

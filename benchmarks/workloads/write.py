@@ -18,9 +18,11 @@ def _writer(ctx: BenchContext, contender: Contender, samples: list[bytes], size:
 
     def write_once() -> float:
         nonlocal rep
-        final = ctx.store_dir(contender, size)
-        target = final if rep == 0 else ctx.scratch_dir(f"write-{contender.name}-{size}")
-        target.mkdir(parents=True, exist_ok=True)
+        if rep == 0:
+            target = ctx.store_dir(contender, size)
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target = ctx.scratch_dir(f"write-{contender.name}-{size}")
         start = time.perf_counter()
         contender.write(target, samples)
         elapsed = time.perf_counter() - start
@@ -49,7 +51,7 @@ def verify(ctx: BenchContext, contender: Contender, size: int) -> None:
 def run(ctx: BenchContext) -> None:
     for spec in ctx.config.datasets:
         ctx.log(f"write: {spec!r}")
-        samples = ctx.samples.setdefault(spec.size, make_samples(spec, seed=spec.size))
+        samples = ctx.samples[spec.size] = make_samples(spec, seed=spec.size)
         runners = {c.name: _writer(ctx, c, samples, spec.size) for c in ctx.contenders}
         values = interleaved(runners, ctx.config.write_reps)
         for contender in ctx.contenders:
