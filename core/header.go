@@ -41,24 +41,16 @@ func (f *dataFile) samples() uint64 {
 // ordering of every offset are validated now; without, only what is needed to find the
 // tables, and each offset is checked when it is used.
 func openDataFile(path string, check, direct bool) (_ *dataFile, warnings []string, err error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, size, err := openRegular(path, 0)
 	if err != nil {
-		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, nil, err
 	}
-	f := &dataFile{path: path, fd: fd, directFd: -1}
+	f := &dataFile{path: path, fd: fd, directFd: -1, size: size}
 	defer func() {
 		if err != nil {
 			f.close()
 		}
 	}()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, nil, &fs.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, nil, errorf(path, -1, ErrInvalid, "not a regular file")
-	}
-	f.size = uint64(st.Size)
 	if f.size < fixedHeaderSize {
 		return nil, nil, errorf(path, -1, ErrCorrupt,
 			"file is %d bytes, shorter than the %d-byte header", f.size, fixedHeaderSize)
@@ -90,11 +82,46 @@ func openDataFile(path string, check, direct bool) (_ *dataFile, warnings []stri
 }
 
 func openDirect(path string) (int, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_DIRECT, 0)
+	fd, _, err := openRegular(path, unix.O_DIRECT)
+	return fd, err
+}
+
+// openRegular opens path read-only (with extra flags) and returns its descriptor and size,
+// refusing anything but a regular file. The open is non-blocking, so that a FIFO (which
+// would wait for a writer forever) or a device is refused at once by the fstat behind it;
+// O_NONBLOCK is cleared again on the regular file, because io_uring honours it and would
+// fail reads that miss the page cache with EAGAIN.
+func openRegular(path string, flags int) (fd int, size uint64, err error) {
+	fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|flags, 0)
 	if err != nil {
-		return -1, &fs.PathError{Op: "open O_DIRECT", Path: path, Err: err}
+		return -1, 0, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	return fd, nil
+	defer func() {
+		if err != nil {
+			_ = unix.Close(fd)
+		}
+	}()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return -1, 0, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if kind := st.Mode & unix.S_IFMT; kind != unix.S_IFREG {
+		return -1, 0, errorf(path, -1, ErrInvalid, "not a regular file but %s", fileKinds[kind])
+	}
+	status, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, status&^unix.O_NONBLOCK)
+	}
+	if err != nil {
+		return -1, 0, &fs.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return fd, uint64(st.Size), nil
+}
+
+// fileKinds names what openRegular refuses.
+var fileKinds = map[uint32]string{
+	unix.S_IFIFO: "a FIFO", unix.S_IFCHR: "a character device", unix.S_IFBLK: "a block device",
+	unix.S_IFSOCK: "a socket", unix.S_IFDIR: "a directory",
 }
 
 func (f *dataFile) parseHeader(check bool, warnings *[]string) error {

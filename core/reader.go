@@ -61,6 +61,9 @@ func expandPaths(paths []string) ([]string, error) {
 	}
 	var names []string
 	for _, p := range paths {
+		if err := checkPath(p); err != nil {
+			return nil, err
+		}
 		info, err := os.Stat(p)
 		if err != nil {
 			return nil, err
@@ -86,6 +89,16 @@ func expandPaths(paths []string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// checkPath refuses a path holding a NUL byte: the system would see it cut short at the
+// NUL, and open another file than the one named. The path is quoted, as a message carrying
+// the NUL would be cut short in turn by whoever reads it as a C string.
+func checkPath(path string) error {
+	if strings.IndexByte(path, 0) >= 0 {
+		return fmt.Errorf("%w: path %q contains a NUL byte", ErrInvalid, path)
+	}
+	return nil
 }
 
 // Len is the number of samples in the dataset.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -122,19 +121,6 @@ func TestMultiFileAndDirectoryDatasets(t *testing.T) {
 				t.Fatalf("Verify: %v %v", err, bad)
 			}
 		})
-	}
-}
-
-func TestOpenErrors(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := Open([]string{filepath.Join(dir, "missing.ffr")}, ReaderOptions{}); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("missing file: err = %v, want fs.ErrNotExist", err)
-	}
-	if _, err := Open([]string{dir}, ReaderOptions{}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("empty directory: err = %v, want ErrInvalid", err)
-	}
-	if _, err := Open(nil, ReaderOptions{}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("no paths: err = %v, want ErrInvalid", err)
 	}
 }
 

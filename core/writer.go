@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -82,6 +83,9 @@ func Create(path string, n uint64, opts WriterOptions) (*Writer, error) {
 		prealloc := min(n, 1<<16)
 		w.crcs, w.offsets = make([]uint32, 0, prealloc), make([]uint64, 0, prealloc)
 	}
+	if err := checkTarget(path); err != nil {
+		return nil, err
+	}
 	tmp, err := createTemp(path)
 	if err != nil {
 		return nil, err
@@ -90,14 +94,31 @@ func Create(path string, n uint64, opts WriterOptions) (*Writer, error) {
 	return w, nil
 }
 
-// createTemp makes a new file beside path whose name never matches *.ffr.
+// checkTarget refuses at once a path that Close could never rename the file to: one that
+// holds a NUL byte, names a directory, or ends with a slash.
+func checkTarget(path string) error {
+	if err := checkPath(path); err != nil {
+		return err
+	}
+	info, err := os.Lstat(path)
+	if _, base := filepath.Split(path); base == "" || (err == nil && info.IsDir()) {
+		return &fileError{path: path, index: -1, err: fmt.Errorf("%w: %w", ErrInvalid, unix.EISDIR)}
+	}
+	return nil
+}
+
+// createTemp makes a new file beside path whose name never matches *.ffr. Its errors name
+// path, not the temporary name the user never chose (a missing directory, say).
 func createTemp(path string) (*os.File, error) {
 	dir, base := filepath.Split(path)
 	for range 100 {
 		name := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%016x", base, rand.Uint64()))
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-		if err == nil || !os.IsExist(err) {
-			return f, err
+		if err == nil {
+			return f, nil
+		}
+		if !os.IsExist(err) {
+			return nil, &fs.PathError{Op: "create", Path: path, Err: errors.Unwrap(err)}
 		}
 	}
 	return nil, fmt.Errorf("%s: no free temporary name", path)
