@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -11,7 +12,7 @@ import textwrap
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -121,3 +122,52 @@ def _read_all(fd: int) -> str:
     while chunk := os.read(fd, 65536):
         chunks.append(chunk)
     return b"".join(chunks).decode(errors="replace")
+
+
+class DeadlineExceeded(AssertionError):
+    """Raised in the main thread by ``deadline`` when Python code ran past its time."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Fails the block (``DeadlineExceeded``) if it is still running after ``seconds``.
+
+    A SIGALRM interrupts Python code only: a call blocked inside C is ended by other means
+    (see ``fifo_that_unblocks``). Main thread only, as signals are.
+    """
+    def expire(signum: int, frame: object) -> None:
+        raise DeadlineExceeded(f"still running after {seconds}s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def fifo_that_unblocks(path: str | os.PathLike[str], after: float = 10.0) -> Iterator[Path]:
+    """Makes a FIFO at ``path`` and fails the block if anything blocked on it for ``after``
+    seconds: a watchdog then opens the writing end and closes it, so that a reader stuck
+    in ``open`` or ``read`` (in C, where no signal handler runs) sees end of file and the
+    test fails instead of hanging the run."""
+    os.mkfifo(path)
+    rescued = threading.Event()
+
+    def rescue() -> None:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO when nobody waits
+        except OSError:
+            return
+        rescued.set()
+        os.close(fd)
+
+    timer = threading.Timer(after, rescue)
+    timer.start()
+    try:
+        yield Path(path)
+    finally:
+        timer.cancel()
+    assert not rescued.is_set(), f"something blocked on the FIFO {path} for {after}s"

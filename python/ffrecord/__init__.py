@@ -26,7 +26,7 @@ try:
 except ImportError:  # a source tree that was never built
     __version__ = "0+unknown"
 
-_LAZY = {"pack_folder": "packed", "PackedFolder": "packed"}
+_LAZY = {"pack_folder": "packed", "PackedFolder": "packed", "unpack_folder": "packed"}
 
 __all__ = [
     "CorruptFileError",
@@ -36,6 +36,7 @@ __all__ = [
     "PackedFolder",
     "__version__",
     "pack_folder",
+    "unpack_folder",
 ]
 
 

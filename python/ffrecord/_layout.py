@@ -22,6 +22,7 @@ import os
 import struct
 from dataclasses import dataclass
 
+from ._paths import open_regular
 from .errors import CorruptFileError
 from .packed import MAGIC as _PACKED_MAGIC
 
@@ -52,7 +53,7 @@ class Layout:
 def describe(reader) -> Layout:
     """The layout of the one file an open ``FileReader`` reads."""
     (path,) = reader.fnames
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         prefix = f.read(_PREFIX.size)
     if len(prefix) < _PREFIX.size:  # only if the file changed since the reader opened it

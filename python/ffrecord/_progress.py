@@ -29,12 +29,13 @@ def progress(items: Iterable[T], enabled: bool, desc: str, unit: str = "sample",
 class ProgressBar:
     """A bar advanced by hand (``update``); counts even when not shown."""
 
-    def __init__(self, total: int, enabled: bool, desc: str = "dump") -> None:
+    def __init__(self, total: int, enabled: bool, desc: str = "dump",
+                 unit: str = "sample") -> None:
         self.bar, self.count = None, 0
         if enabled:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, unit="sample", desc=desc, file=sys.stderr)
+            self.bar = tqdm(total=total, unit=unit, desc=desc, file=sys.stderr)
 
     def update(self, k: int) -> None:
         self.count += k

@@ -29,8 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from .errors import CorruptFileError
+from . import _paths
 from ._progress import ProgressBar
+from .errors import CorruptFileError
 
 __all__ = ["main", "EXIT_OK", "EXIT_CORRUPT", "EXIT_USAGE", "EXIT_OS", "EXIT_INTERRUPTED",
            "EXIT_BROKEN_PIPE"]
@@ -163,7 +164,7 @@ def _positive_int(text: str) -> int:
 
 def _ffr_files(path: str) -> List[str]:
     """The files a path stands for: itself, or a directory's ``*.ffr`` sorted by name."""
-    p = Path(path)
+    p = Path(_paths.fspath(path))
     if p.is_dir():
         files = sorted(str(f) for f in p.glob("*.ffr"))
         if not files:
@@ -237,14 +238,17 @@ def _print_summary(s: Dict) -> None:
 def _verify(args: argparse.Namespace) -> int:
     files = [f for path in args.paths for f in _ffr_files(path)]
     readers: Dict[str, Any] = {}
-    unreadable: Dict[str, str] = {}
+    unreadable: Dict[str, str] = {}  # damaged beyond opening, or while reading
+    refused: Dict[str, str] = {}  # the system would not let us open it: nothing is known
     bad: Dict[str, List[int]] = {}
     try:
         for fname in files:
             try:
                 readers[fname] = _open_reader(fname, check_data=False)
-            except (CorruptFileError, OSError) as exc:
+            except CorruptFileError as exc:
                 unreadable[fname] = str(exc)
+            except OSError as exc:  # permission denied, vanished, no descriptors left...
+                refused[fname] = str(exc)
         chunks = [(fname, start, min(_VERIFY_CHUNK, len(r) - start))
                   for fname, r in readers.items() for start in range(0, len(r), _VERIFY_CHUNK)]
         nsamples = sum(c[2] for c in chunks)
@@ -259,6 +263,8 @@ def _verify(args: argparse.Namespace) -> int:
                     bad.setdefault(fname, []).extend(result)
                 bar.update(count)
         for fname in files:  # report in file order, each problem once
+            if fname in refused:
+                print(f"{fname}: cannot open: {refused[fname]}")
             if fname in unreadable:
                 print(f"{fname}: unreadable: {unreadable[fname]}")
             indices = sorted(set(bad.get(fname, [])))
@@ -268,10 +274,12 @@ def _verify(args: argparse.Namespace) -> int:
         for reader in readers.values():
             reader.close()
     nbad = sum(len(set(v)) for v in bad.values())
-    if unreadable or nbad:
-        print(f"FAILED: {nbad} bad sample(s) and {len(unreadable)} unreadable file(s) "
-              f"among {len(files)} file(s)", file=sys.stderr)
-        return EXIT_CORRUPT
+    if unreadable or nbad or refused:
+        print(f"FAILED: {nbad} bad sample(s), {len(unreadable)} unreadable file(s) and "
+              f"{len(refused)} file(s) that could not be opened among {len(files)} file(s)",
+              file=sys.stderr)
+        # Damage found is the stronger news; a file not opened proves nothing either way.
+        return EXIT_CORRUPT if unreadable or nbad else EXIT_OS
     print(f"OK: {len(files)} file(s), {nsamples:,} samples verified")
     return EXIT_OK
 

@@ -29,6 +29,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Union
 
+from . import _paths
 from ._crc32c import crc32c, masked_crc32c
 from ._progress import progress
 from .errors import CorruptFileError
@@ -104,7 +105,7 @@ _OFRECORD = _Framing("OFRecord", struct.Struct("<q"), 0, _no_check, _no_check)
 
 
 def _records(path: Path, framing: _Framing) -> Iterator[bytes]:
-    with open(path, "rb", buffering=1 << 20) as raw:
+    with _paths.open_regular(path, buffering=1 << 20) as raw:
         if raw.peek(2)[:2] == _GZIP_MAGIC:
             yield from _framed(path, framing, gzip.GzipFile(fileobj=raw), gzipped=True)
         else:
@@ -182,17 +183,18 @@ def _expand(inputs: Inputs, accept: Callable[[Path], bool]) -> List[Path]:
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     files: List[Path] = []
-    for item in map(Path, inputs):
+    for item in (Path(_paths.fspath(i)) for i in inputs):
         if item.is_dir():
             found = sorted((p for p in item.iterdir() if p.is_file() and accept(p)),
                            key=_natural_key)
             if not found:
                 raise FileNotFoundError(f"{item} holds no input files")
             files += found
-        elif item.exists():
-            files.append(item)
         else:
-            raise FileNotFoundError(f"{item} does not exist")
+            # Refused before anything is written (a FIFO would block, a device never end);
+            # the open checks again.
+            _paths.check_regular(item.stat().st_mode, item)
+            files.append(item)
     if not files:
         raise ValueError("no input files given")
     return files

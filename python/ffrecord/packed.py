@@ -8,7 +8,8 @@ sample index (a file) or to a nested ``OrderedDict`` (a directory).
 
 The index is a pickle, and unpickling untrusted data can run arbitrary code. It is therefore
 read with a restricted unpickler that can build ``OrderedDict`` objects and nothing else, and
-the resulting tree is checked (names, types, index range) before it is used.
+the resulting tree is checked (names, types, index range, no shared sub-trees) before it is
+used. Unpacking never follows a symbolic link below the target directory.
 
 Example:
     >>> import ffrecord, pathlib, tempfile
@@ -24,16 +25,21 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import os
 import pickle
+import secrets
+import stat
 from collections import OrderedDict
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Iterator, List, Optional, Union
 
 import numpy as np
 
-from ._progress import progress
+from . import _paths
+from ._progress import ProgressBar, progress
 from .errors import CorruptFileError
 from .reader import FileReader
 from .writer import FileWriter
@@ -52,7 +58,11 @@ _ALLOWED_GLOBALS = frozenset({("collections", "OrderedDict")})
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class _IndexUnpickler(pickle.Unpickler):
+# The pure-Python unpickler, not the C one: the C one sizes its memo by the largest index a
+# PUT opcode names, so that a 9-byte pickle naming index 2**30 allocates and clears 16 GiB.
+# This one keeps its memo in a dict. It is slower (3.5 s against 0.8 s for the index of
+# 1.28 million files), which only the largest packs notice, once, at open.
+class _IndexUnpickler(pickle._Unpickler):  # type: ignore[name-defined]
     """An unpickler that can only build ``collections.OrderedDict`` (plus plain literals)."""
 
     def find_class(self, module: str, name: str):  # noqa: D102 - documented in the class
@@ -67,9 +77,14 @@ class _IndexUnpickler(pickle.Unpickler):
 def load_index(meta: bytes, nfiles: int, source: str = "<index>") -> "OrderedDict":
     """Decodes and checks an index record (magic + pickled tree) of a packed file.
 
+    The work is bounded by the size of ``meta``: every directory of the tree must be a
+    distinct object (a pickle can name one object many times, and a tree of shared
+    sub-trees is exponentially larger than its pickle) and every file a distinct index.
+
     Raises:
         CorruptFileError: the record is not an index, uses anything but ``OrderedDict``, or
-            describes an impossible tree (bad names, indices outside ``[0, nfiles)``).
+            describes an impossible tree (bad names, indices outside ``[0, nfiles)``, a
+            sub-tree or a file index reached twice).
 
     Example:
         >>> meta = MAGIC + pickle.dumps(OrderedDict(a=0), protocol=4)
@@ -81,32 +96,40 @@ def load_index(meta: bytes, nfiles: int, source: str = "<index>") -> "OrderedDic
         raise CorruptFileError(f"{source} is not a packed folder (no index record at its end)")
     try:
         tree = _IndexUnpickler(io.BytesIO(meta[len(MAGIC):])).load()
-    except CorruptFileError:
-        raise
     except Exception as exc:  # any malformed pickle is a damaged index
         raise CorruptFileError(f"{source}: unreadable packed-folder index: {exc}") from exc
-    try:
-        _check_tree(tree, nfiles, source, PurePosixPath())
-    except RecursionError as exc:
-        raise CorruptFileError(f"{source}: packed-folder index is nested too deeply") from exc
+    _check_tree(tree, nfiles, source)
     return tree
 
 
-def _check_tree(tree: object, nfiles: int, source: str, where: PurePosixPath) -> None:
-    if not isinstance(tree, OrderedDict):
-        raise CorruptFileError(f"{source}: index entry {str(where)!r} is not a directory")
-    for name, child in tree.items():
+def _check_tree(tree: object, nfiles: int, source: str) -> None:
+    if type(tree) is not OrderedDict:
+        raise CorruptFileError(f"{source}: the packed-folder index is not a directory tree")
+    dirs = {id(tree)}
+    files = bytearray(nfiles)
+    # _walk descends into a directory only after its entry was checked here.
+    for parent, name, child in _walk(tree, recursive=True):
         # Names become paths when unpacking: anything that could climb out is refused.
-        if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\0" in name:
+        if type(name) is not str or name in ("", ".", "..") or "/" in name or "\0" in name:
             raise CorruptFileError(
-                f"{source}: index holds an invalid name {name!r} in {str(where)!r}")
-        if isinstance(child, OrderedDict):
-            _check_tree(child, nfiles, source, where / name)
+                f"{source}: index holds an invalid name {name!r} in {str(parent)!r}")
+        if type(child) is OrderedDict:
+            if id(child) in dirs:
+                raise CorruptFileError(
+                    f"{source}: index directory {str(parent / name)!r} is a sub-tree seen "
+                    "before (shared or cyclic): not a tree of a real folder")
+            dirs.add(id(child))
         elif type(child) is not int or not 0 <= child < nfiles:
             raise CorruptFileError(
-                f"{source}: index entry {str(where / name)!r} points to {child!r}, "
+                f"{source}: index entry {str(parent / name)!r} points to {child!r}, "
                 f"not to one of the {nfiles} files"
             )
+        elif files[child]:
+            raise CorruptFileError(
+                f"{source}: index entry {str(parent / name)!r} points to file {child}, "
+                "which another entry names too")
+        else:
+            files[child] = 1
 
 
 class PackedFolder:
@@ -199,11 +222,13 @@ class PackedFolder:
             raise FileNotFoundError(f"{path} does not exist in {self.ffr_file}")
         if not isinstance(node, OrderedDict):
             raise NotADirectoryError(f"{path} is a file, not a directory, in {self.ffr_file}")
-        return list(_walk(node, PurePosixPath(), list_file, list_dir, recursive))
+        return [str(parent / name) for parent, name, child in _walk(node, recursive)
+                if (list_dir if type(child) is OrderedDict else list_file)]
 
     def items(self) -> Iterator[tuple]:
         """Yields ``(relative path, sample index)`` for every packed file, in packing order."""
-        return _files(self.structure, PurePosixPath())
+        return ((str(parent / name), child) for parent, name, child in _walk(self.structure)
+                if type(child) is int)
 
     def _lookup(self, path: PathLike) -> Union[int, "OrderedDict", None]:
         node: Union[int, OrderedDict] = self.structure
@@ -222,22 +247,23 @@ class PackedFolder:
         return node
 
 
-def _walk(node: "OrderedDict", prefix: PurePosixPath, list_file: bool, list_dir: bool,
-          recursive: bool) -> Iterator[str]:
-    for name, child in node.items():
-        is_dir = isinstance(child, OrderedDict)
-        if (list_dir if is_dir else list_file):
-            yield str(prefix / name)
-        if is_dir and recursive:
-            yield from _walk(child, prefix / name, list_file, list_dir, recursive)
+def _walk(tree: "OrderedDict", recursive: bool = True) -> Iterator[tuple]:
+    """Yields ``(parent path, name, entry)`` for the entries of ``tree``, depth first, each
+    directory before its contents; without recursion only those of ``tree`` itself.
 
-
-def _files(node: "OrderedDict", prefix: PurePosixPath) -> Iterator[tuple]:
-    for name, child in node.items():
-        if isinstance(child, OrderedDict):
-            yield from _files(child, prefix / name)
+    It iterates (no recursion limit on depth) and enters a directory only when asked for
+    the next entry after it, so the caller may stop at any entry before its contents.
+    """
+    stack = [(PurePosixPath(), iter(tree.items()))]
+    while stack:
+        parent, entries = stack[-1]
+        for name, child in entries:
+            yield parent, name, child
+            if recursive and type(child) is OrderedDict:
+                stack.append((parent / name, iter(child.items())))
+                break
         else:
-            yield str(prefix / name), child
+            stack.pop()
 
 
 def _scan(folder: Path, counter: int = 0) -> tuple:
@@ -275,14 +301,15 @@ def pack_folder(folder: PathLike, out_file: PathLike, verbose: bool = False) -> 
     Example:
         >>> pack_folder("images/", "images.ffr", verbose=True)     # doctest: +SKIP
     """
-    root = Path(folder)
+    root, out_file = Path(_paths.fspath(folder)), _paths.fspath(out_file)
     if not root.is_dir():
         raise NotADirectoryError(f"{folder} is not a directory")
     tree, nfiles, paths = _scan(root)
     meta = MAGIC + pickle.dumps(tree, protocol=_PICKLE_PROTOCOL)
     with FileWriter(out_file, nfiles + 1) as writer:
         for path in progress(paths, verbose, "pack", unit="file"):
-            writer.write_one(path.read_bytes())
+            with _paths.open_regular(path) as f:  # it may have become a FIFO since the scan
+                writer.write_one(f.read())
         writer.write_one(meta)
     return nfiles
 
@@ -290,19 +317,86 @@ def pack_folder(folder: PathLike, out_file: PathLike, verbose: bool = False) -> 
 def unpack_folder(ffr_file: PathLike, out_dir: PathLike, verbose: bool = False) -> int:
     """Writes every file of a packed FFRecord file below ``out_dir``; returns how many.
 
-    Empty directories of the packed tree are recreated too. Existing files are overwritten.
+    Empty directories of the packed tree are recreated too. An existing file is replaced
+    (each file appears complete, by a rename); a symbolic link in the way is refused with
+    ``FileExistsError`` rather than followed, wherever it points, so nothing outside
+    ``out_dir`` is ever written (``out_dir`` itself may be a link). A file where the tree
+    has a directory raises ``NotADirectoryError``, a directory where it has a file
+    ``IsADirectoryError``.
 
     Example:
         >>> unpack_folder("images.ffr", "restored/")                # doctest: +SKIP
         1281167
     """
-    out = Path(out_dir)
-    with PackedFolder(ffr_file) as packed:
-        for rel in packed.list(recursive=True, list_file=False):
-            (out / rel).mkdir(parents=True, exist_ok=True)
+    out = Path(_paths.fspath(out_dir))
+    with PackedFolder(ffr_file) as packed, \
+            ProgressBar(packed.num_files(), verbose, "unpack", unit="file") as bar:
         out.mkdir(parents=True, exist_ok=True)
-        entries = list(packed.items())
-        for rel, index in progress(entries, verbose, "unpack", unit="file"):
-            (out / rel).write_bytes(packed.reader.read_one(index))
-        return len(entries)
+        # dirs[k] is the open directory at depth k of the entry being extracted: every name
+        # is resolved relative to its directory's descriptor and never through a link.
+        dirs = [os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+        try:
+            for parent, name, child in _walk(packed.structure):
+                while len(dirs) > len(parent.parts) + 1:
+                    os.close(dirs.pop())
+                shown = out / parent / name
+                if type(child) is OrderedDict:
+                    dirs.append(_enter_directory(dirs[-1], name, shown))
+                else:
+                    _replace_file(dirs[-1], name, shown, packed.reader.read_one(child))
+                    bar.update(1)
+        finally:
+            for fd in dirs:
+                os.close(fd)
+        return bar.count
 
+
+_NO_LINKS = "unpacking never writes through a symbolic link"
+
+
+def _existing(dir_fd: int, name: str) -> Optional[os.stat_result]:
+    try:
+        return os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+
+
+def _enter_directory(dir_fd: int, name: str, shown: Path) -> int:
+    """Opens (making it first if needed) the directory ``name`` in ``dir_fd``, not a link."""
+    found = _existing(dir_fd, name)
+    if found is None:
+        try:
+            os.mkdir(name, dir_fd=dir_fd)
+        except FileExistsError:  # made meanwhile: O_NOFOLLOW below still refuses a link
+            pass
+    elif stat.S_ISLNK(found.st_mode):
+        raise FileExistsError(errno.EEXIST, f"a symbolic link is in the way; {_NO_LINKS}",
+                              str(shown))
+    elif not stat.S_ISDIR(found.st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, "a file is in the way of a packed directory",
+                                 str(shown))
+    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   dir_fd=dir_fd)
+
+
+def _replace_file(dir_fd: int, name: str, shown: Path, data: np.ndarray) -> None:
+    """Writes ``data`` to a new file in ``dir_fd`` and renames it to ``name``: the file is
+    complete or absent, and a link at ``name`` is never followed."""
+    found = _existing(dir_fd, name)
+    if found is not None and stat.S_ISLNK(found.st_mode):
+        raise FileExistsError(errno.EEXIST, f"a symbolic link is in the way; {_NO_LINKS}",
+                              str(shown))
+    if found is not None and stat.S_ISDIR(found.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "a directory is in the way of a packed file",
+                                str(shown))
+    temp = f".ffrecord-unpack-{secrets.token_hex(8)}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o666, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):  # keep the error that matters
+            os.unlink(temp, dir_fd=dir_fd)
+        raise

@@ -23,7 +23,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from . import _lib
+from . import _lib, _paths
 from ._indices import index_array, one_index
 from .errors import E_SHORTBUF, CorruptFileError, FFRecordWarning
 
@@ -280,7 +280,7 @@ class FileReader:
 
     def _open(self, paths: list[str]) -> tuple[_lib.Library, int]:
         lib = _lib.current()
-        encoded = (ctypes.c_char_p * len(paths))(*map(os.fsencode, paths))
+        encoded = (ctypes.c_char_p * len(paths))(*map(_paths.encode, paths))
         flags = (_lib.CHECK_DATA if self.check_data else 0) | (_lib.DIRECT if self.direct else 0)
         handle = ctypes.c_int64()
         _lib.check(lib.dll.ffr_reader_open(encoded, len(paths), flags, ctypes.byref(handle)))

@@ -29,7 +29,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from . import _lib
+from . import _lib, _paths
 
 PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
@@ -86,7 +86,7 @@ class FileWriter:
         lib = _lib.current()
         handle = ctypes.c_int64()
         _lib.check(lib.dll.ffr_writer_create(
-            os.fsencode(fname), _lib.UNKNOWN_COUNT if n is None else n,
+            _paths.encode(fname), _lib.UNKNOWN_COUNT if n is None else n,
             _lib.COMPRESSION[compression], ctypes.byref(handle)))
         self._library = lib  # the copy that owns the handle (a forked child gets another)
         self._handle = handle.value
