@@ -54,7 +54,9 @@ class FileWriter:
     more than ``n`` raises ``ValueError`` at the call that tries. An I/O error while writing
     a batch (disk full, say) is raised by the call that flushes it: a later ``write_one``,
     ``write_many`` or ``close()``; the file is then lost (``close()`` leaves nothing).
-    A writer can be shared by threads: calls are serialised.
+    A writer can be shared by threads: calls are serialised. The path is checked at once:
+    ``ValueError`` when it is a directory or holds a NUL byte, ``FileNotFoundError`` when
+    its directory is missing.
 
     >>> w = FileWriter(path, n=None)                      # doctest: +SKIP
     >>> w.write_one(np.arange(4, dtype=np.float32))       # doctest: +SKIP
