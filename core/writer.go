@@ -34,8 +34,8 @@ type WriterOptions struct {
 // Writer writes one FFRecord file. Samples stream to a temporary file beside the final
 // path; only their offsets and checksums (12 bytes each, 21 with LZ4: original size and
 // codec too) and two 4 MiB write buffers stay in memory. The final path
-// appears, complete, only when Close succeeds. A Writer is safe for concurrent use, though
-// samples are stored in the order the calls happen.
+// appears, complete, only when Close succeeds. A Writer is safe for concurrent use:
+// samples are stored in the order the calls happen, a batch's together.
 type Writer struct {
 	mu     sync.Mutex
 	path   string
@@ -128,16 +128,64 @@ func createTemp(path string) (*os.File, error) {
 func (w *Writer) WriteOne(p []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.done {
+	if err := w.accepts(1); err != nil {
+		return err
+	}
+	return w.appendSample(p)
+}
+
+// WriteBatch appends len(sizes) samples stored back to back in data, sizes[k] bytes each,
+// as consecutive samples: no sample written by another goroutine lands between them. A
+// batch that can be refused up front (sizes that do not add up to len(data), more samples
+// than the room left below the declared count, a closed or failed writer) is refused
+// whole, before any of it is written. An I/O error while writing it loses the file, as in
+// WriteOne.
+func (w *Writer) WriteBatch(data []byte, sizes []uint64) error {
+	total := uint64(0)
+	for _, size := range sizes {
+		if size > uint64(len(data))-total {
+			return fmt.Errorf("%w: %s: the sizes of a batch of %d samples add up to more than its %d bytes of data",
+				ErrInvalid, w.path, len(sizes), len(data))
+		}
+		total += size
+	}
+	if total != uint64(len(data)) {
+		return fmt.Errorf("%w: %s: the sizes of a batch of %d samples add up to %d bytes, its data has %d",
+			ErrInvalid, w.path, len(sizes), total, len(data))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.accepts(uint64(len(sizes))); err != nil {
+		return err
+	}
+	for _, size := range sizes {
+		if err := w.appendSample(data[:size:size]); err != nil {
+			return err
+		}
+		data = data[size:]
+	}
+	return nil
+}
+
+// accepts reports why k more samples cannot be written now, if they cannot; w.mu is held.
+func (w *Writer) accepts(k uint64) error {
+	switch {
+	case w.done:
 		return ErrClosed
-	}
-	if w.err != nil {
+	case w.err != nil:
 		return w.err
-	}
-	if w.count == w.n {
+	case k <= w.n-w.count:
+		return nil
+	case k == 1:
 		return fmt.Errorf("%w: %s: the file was created for n=%d samples; sample %d is one too many",
 			ErrInvalid, w.path, w.n, w.count)
 	}
+	return fmt.Errorf("%w: %s: the file was created for n=%d samples; a batch of %d after %d written "+
+		"would make sample %d one too many, so none of it was written", ErrInvalid, w.path, w.n, k, w.count, w.n)
+}
+
+// appendSample appends one sample the writer has room for; w.mu is held. A failure loses the file.
+func (w *Writer) appendSample(p []byte) error {
 	if w.comp != nil {
 		p = w.comp.store(p)
 	}

@@ -140,3 +140,56 @@ func runKilledWriter(path string) {
 		}
 	}
 }
+
+// TestWriteBatchRefusedWhole: a batch the writer can refuse up front writes none of its
+// samples, and the writer carries on.
+func TestWriteBatchRefusedWhole(t *testing.T) {
+	path := tempPath(t, "b.ffr")
+	w, err := Create(path, 3, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteBatch([]byte("abc"), []uint64{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name      string
+		data      string
+		sizes     []uint64
+		fragments []string
+	}{
+		{"sizes beyond the data", "xy", []uint64{1, 2}, []string{"more than its 2 bytes"}},
+		{"sizes short of the data", "xyz", []uint64{1, 1}, []string{"add up to 2 bytes", "data has 3"}},
+		{"huge size", "xy", []uint64{1, ^uint64(0)}, []string{"more than its 2 bytes"}},
+		{"more than the room left", "xy", []uint64{1, 1}, []string{"n=3", "a batch of 2 after 2 written", "none of it"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := w.WriteBatch([]byte(tt.data), tt.sizes)
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+			for _, f := range append(tt.fragments, path) {
+				if !strings.Contains(err.Error(), f) {
+					t.Errorf("%q does not mention %q", err, f)
+				}
+			}
+			if c := w.Count(); c != 2 {
+				t.Fatalf("count %d after a refused batch, want 2", c)
+			}
+		})
+	}
+	if err := w.WriteBatch(nil, nil); err != nil { // an empty batch always fits
+		t.Fatal(err)
+	}
+	if err := w.WriteBatch([]byte("d"), []uint64{1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteBatch(nil, []uint64{0}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("batch after close: err = %v, want ErrClosed", err)
+	}
+	r := openReader(t, ReaderOptions{CheckData: true}, path)
+	assertSamples(t, readAll(t, r), [][]byte{[]byte("a"), []byte("bc"), []byte("d")})
+}
