@@ -7,18 +7,24 @@
  *
  * Conventions
  *   - Every function returns an int32_t status: FFR_OK (0) or a negative FFR_E_* class.
- *   - On failure, the message of the error is kept per calling OS thread; fetch it with
- *     ffr_errmsg() from the same thread before the next failing call on that thread.
+ *   - On failure, the calling OS thread's record of its last failure is replaced: ask
+ *     ffr_errmsg() for its message and, for FFR_E_IO and FFR_E_NOTFOUND, ffr_oserror() for
+ *     the errno and path behind it, from the same thread. A record stays until that thread
+ *     fails again (successful calls leave it alone; reading it does not clear it). Records
+ *     are kept for the 1024 threads that failed most recently, so a thread that fails and
+ *     exits without asking costs nothing for long.
  *   - Readers and writers are int64_t handles (> 0) into a table guarded inside the
  *     library. No pointer into library memory is ever returned. Pointers passed in are
  *     used only for the duration of the call and never kept.
  *   - Sample indices are 0-based uint64_t over the whole dataset (all files of a reader).
- *   - Handles are safe to use from many threads at once. A handle is closed exactly once;
- *     using it afterwards returns FFR_E_CLOSED (or FFR_E_HANDLE if never valid). Reader and
- *     writer handles never coincide: a writer handle given to a reader function (or the
- *     reverse) is FFR_E_HANDLE.
- *   - Output pointers (handle, count, n, needed, nbad, ...) must not be NULL; an input array
- *     may be NULL only when its length is 0. Otherwise the call fails with FFR_E_INVALID.
+ *   - Handles are safe to use from many threads at once. Using a closed handle returns
+ *     FFR_E_CLOSED (FFR_E_HANDLE if it was never valid), except that closing it again (or
+ *     aborting a closed writer) does nothing and returns FFR_OK, for readers and writers
+ *     alike. Reader and writer handles never coincide: a writer handle given to a reader
+ *     function (or the reverse) is FFR_E_HANDLE.
+ *   - Output pointers (handle, count, n, needed, nbad, abi_version, ...) must not be NULL;
+ *     an input array may be NULL only when its length is 0. Otherwise the call fails with
+ *     FFR_E_INVALID.
  *   - The library holds a Go runtime. It does not survive fork(): a child process must load
  *     its own copy of the library (from a different inode) and reopen what it needs.
  */
@@ -32,20 +38,22 @@
 extern "C" {
 #endif
 
-#define FFR_ABI_VERSION 1
+#define FFR_ABI_VERSION 2
 
-/* Status codes. The Python mapping is given for each. */
+/* Status codes. The Python mapping is given for each; an FFR_E_IO or FFR_E_NOTFOUND whose
+ * failure has an errno (ffr_oserror) becomes the OSError subclass Python gives that errno
+ * (PermissionError, NotADirectoryError, ...). */
 #define FFR_OK            0
-#define FFR_E_INVALID    -1 /* bad argument or API misuse            -> ValueError        */
-#define FFR_E_INDEX      -2 /* sample index out of range              -> IndexError        */
-#define FFR_E_IO         -3 /* operating-system error                 -> OSError           */
-#define FFR_E_NOTFOUND   -4 /* a path does not exist                  -> FileNotFoundError */
-#define FFR_E_CORRUPT    -5 /* structure of a file is broken          -> CorruptFileError  */
-#define FFR_E_CHECKSUM   -6 /* a stored CRC-32 does not match         -> CorruptFileError  */
-#define FFR_E_CLOSED     -7 /* handle was closed                      -> ValueError        */
-#define FFR_E_HANDLE     -8 /* handle was never valid                 -> ValueError        */
-#define FFR_E_SHORTBUF   -9 /* destination buffer too small           -> ValueError        */
-#define FFR_E_INTERNAL  -10 /* a bug in the library (a recovered panic) -> RuntimeError   */
+#define FFR_E_INVALID    -1 /* bad argument or API misuse               -> ValueError            */
+#define FFR_E_INDEX      -2 /* sample index out of range                -> IndexError            */
+#define FFR_E_IO         -3 /* operating-system error (ffr_oserror)     -> OSError               */
+#define FFR_E_NOTFOUND   -4 /* a path does not exist (ffr_oserror)      -> FileNotFoundError     */
+#define FFR_E_CORRUPT    -5 /* structure of a file is broken            -> CorruptFileError      */
+#define FFR_E_CHECKSUM   -6 /* a stored CRC-32 does not match           -> CorruptFileError      */
+#define FFR_E_CLOSED     -7 /* handle was closed                        -> ValueError            */
+#define FFR_E_HANDLE     -8 /* handle was never valid                   -> ValueError            */
+#define FFR_E_SHORTBUF   -9 /* destination buffer too small             -> ValueError            */
+#define FFR_E_INTERNAL  -10 /* a bug in the library (a recovered panic) -> RuntimeError          */
 
 /* Reader open flags. */
 #define FFR_CHECK_DATA  1u /* validate metadata CRC at open and each sample's CRC on read */
@@ -57,15 +65,26 @@ extern "C" {
 
 /* ---- library ------------------------------------------------------------------------ */
 
-/* Copies the library version ("1.2.3") into buf, always NUL-terminated (truncated to len-1).
- * Returns FFR_ABI_VERSION (> 0) — the one function whose result is not a status. */
-int32_t ffr_version(char *buf, size_t len);
+/* Sets *abi_version to the FFR_ABI_VERSION the library was built with (whatever else
+ * happens), and copies the library version ("1.2.3") into buf, always NUL-terminated;
+ * FFR_E_SHORTBUF when len is too small for it and its NUL. buf may be NULL with len 0 to
+ * ask only for the ABI version. A caller checks *abi_version before any other call: ABI
+ * version 1 had ffr_version(buf, len) return it instead of a status. */
+int32_t ffr_version(char *buf, size_t len, int32_t *abi_version);
 
-/* Copies the calling thread's last error message into buf, always NUL-terminated when
- * len > 0, and clears it. Returns the full message length in bytes (excluding the NUL),
- * 0 when there is none. With buf NULL or len 0 it only returns the length and keeps the
- * message, so a caller can size its buffer first. A successful call does not clear it. */
-int32_t ffr_errmsg(char *buf, size_t len);
+/* Copies the message of the calling thread's last failure into buf, always NUL-terminated
+ * when len > 0; *needed receives its full length in bytes (excluding the NUL), 0 when the
+ * thread has no failure on record. Returns FFR_E_SHORTBUF when len <= *needed (buf may be
+ * NULL with len 0 to ask for the length). The record is left as it was: ffr_errmsg and
+ * ffr_oserror never record a failure of their own. */
+int32_t ffr_errmsg(char *buf, size_t len, size_t *needed);
+
+/* The operating-system error behind the calling thread's last failure: *os_errno receives
+ * its errno (0 when that failure was not an operating-system error, or none is on record),
+ * and the path it concerned is copied into path like ffr_errmsg copies the message (empty
+ * when unknown). With these a caller can raise its language's own error for the errno
+ * (e.g. EACCES, ENOTDIR) rather than a generic FFR_E_IO. */
+int32_t ffr_oserror(int32_t *os_errno, char *path, size_t len, size_t *needed);
 
 /* Number of reader and writer handles currently open (for leak checks). */
 int32_t ffr_open_handles(uint64_t *count);
@@ -83,14 +102,12 @@ int32_t ffr_writer_write(int64_t handle, const void *data, uint64_t len);
 
 /* Appends n samples stored back to back in data, sizes[k] bytes each (data may be NULL
  * when they add up to 0; sizes may be NULL when n is 0): one call for many small samples,
- * stored exactly as n calls of ffr_writer_write would store them. What can be checked up
- * front is checked before anything is written, so these failures write none of the batch:
- * a NULL array, sizes adding up to more than any buffer, and a batch larger than the room
- * left below the n given at create (FFR_E_INVALID). A failure while writing (an I/O error,
- * after which the file is lost anyway, or another thread writing through the same handle
- * filling the file meanwhile) leaves the samples before the failing one written;
- * ffr_writer_count tells how many. Samples from other threads may land between those of a
- * batch. */
+ * stored exactly as n calls of ffr_writer_write would store them, and as consecutive
+ * samples: no sample written by another thread through the same handle lands between them.
+ * What can be checked up front is checked before anything is written, and such a failure
+ * writes none of the batch: a NULL array, sizes adding up to more than any buffer, a batch
+ * larger than the room left below the n given at create (FFR_E_INVALID), a closed handle.
+ * An I/O error while writing loses the file, as for ffr_writer_write. */
 int32_t ffr_writer_write_batch(int64_t handle, const void *data, const uint64_t *sizes,
                                uint64_t n);
 
@@ -99,11 +116,11 @@ int32_t ffr_writer_count(int64_t handle, uint64_t *count);
 
 /* Writes the header, fsyncs and renames the file into place; frees the handle whether it
  * succeeds or not. Fails with FFR_E_INVALID (and leaves nothing at path) when fewer than n
- * samples were written. Unlike ffr_reader_close, a second close (or abort) of a writer
- * returns FFR_E_CLOSED. */
+ * samples were written. Closing a closed writer returns FFR_OK and does nothing. */
 int32_t ffr_writer_close(int64_t handle);
 
-/* Discards everything written and frees the handle; nothing is left at path. */
+/* Discards everything written and frees the handle; nothing is left at path. Aborting a
+ * closed writer (closed or aborted) returns FFR_OK and does nothing. */
 int32_t ffr_writer_abort(int64_t handle);
 
 /* ---- reader ------------------------------------------------------------------------- */
@@ -156,7 +173,7 @@ int32_t ffr_reader_read_batch(int64_t handle, const uint64_t *indices, uint64_t 
 int32_t ffr_reader_verify(int64_t handle, uint64_t start, uint64_t count, uint64_t *bad,
                           uint64_t bad_cap, uint64_t *nbad);
 
-/* Closes the reader. Closing an already closed handle returns FFR_OK. */
+/* Closes the reader. Closing a closed reader returns FFR_OK and does nothing. */
 int32_t ffr_reader_close(int64_t handle);
 
 #ifdef __cplusplus

@@ -28,13 +28,18 @@ import (
 func main() {}
 
 //export ffr_version
-func ffr_version(buf *C.char, size C.size_t) C.int32_t {
-	return C.int32_t(abi.LibraryVersion(unsafe.Pointer(buf), uintptr(size)))
+func ffr_version(buf *C.char, size C.size_t, abiVersion *C.int32_t) C.int32_t {
+	return C.int32_t(abi.LibraryVersion(unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(abiVersion)))
 }
 
 //export ffr_errmsg
-func ffr_errmsg(buf *C.char, size C.size_t) C.int32_t {
-	return C.int32_t(abi.Errmsg(unsafe.Pointer(buf), uintptr(size)))
+func ffr_errmsg(buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
+	return C.int32_t(abi.Errmsg(unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
+}
+
+//export ffr_oserror
+func ffr_oserror(errno *C.int32_t, path *C.char, size C.size_t, needed *C.size_t) C.int32_t {
+	return C.int32_t(abi.OSError(unsafe.Pointer(errno), unsafe.Pointer(path), uintptr(size), unsafe.Pointer(needed)))
 }
 
 //export ffr_open_handles

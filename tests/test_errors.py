@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import ffrecord
-from ffrecord import CorruptFileError, FileReader
-from ffr_helpers import payload, write_dataset
+from ffrecord import CorruptFileError, FileReader, FileWriter
+from ffr_helpers import payload, run_python, write_dataset
 
 
 @pytest.fixture()
@@ -96,3 +99,47 @@ def test_corrupt_file_error_is_a_value_error_with_the_go_message(tmp_path: Path)
 def test_exception_classes_are_exported() -> None:
     assert issubclass(ffrecord.CorruptFileError, ValueError)
     assert issubclass(ffrecord.FFRecordWarning, UserWarning)
+
+
+def test_missing_file_carries_errno_and_filename(tmp_path: Path) -> None:
+    missing = tmp_path / "gone.ffr"
+    with pytest.raises(FileNotFoundError) as caught:
+        FileReader(missing)
+    assert caught.value.errno == errno.ENOENT and caught.value.filename == str(missing)
+
+
+def test_a_file_used_as_a_directory_is_not_a_directory_error(tmp_path: Path) -> None:
+    plain = write_dataset(tmp_path / "plain.ffr", [b"x"])
+    inside = plain / "x.ffr"
+    with pytest.raises(NotADirectoryError) as caught:
+        FileReader(inside)
+    assert caught.value.errno == errno.ENOTDIR and caught.value.filename == str(inside)
+    assert "plain.ffr" in str(caught.value)
+    with pytest.raises(NotADirectoryError):
+        FileWriter(inside, 1)
+
+
+def test_permission_denied_is_a_permission_error(tmp_path: Path) -> None:
+    """A real EACCES: as root (which bypasses file modes) the child gives up root first."""
+    with tempfile.TemporaryDirectory() as top:  # under /tmp: reachable by any user
+        os.chmod(top, 0o755)
+        locked = write_dataset(Path(top) / "locked.ffr", [b"secret"])
+        os.chmod(locked, 0)
+        read_only = Path(top) / "read-only"
+        read_only.mkdir(mode=0o555)
+        out = run_python(f"""
+            import os
+            from ffrecord import FileReader, FileWriter, _lib
+            _lib.current()  # loaded while this process may still read the library's file
+            if os.geteuid() == 0:
+                os.setuid(65534)
+            for attempt in (lambda: FileReader({str(locked)!r}),
+                            lambda: FileWriter({str(read_only / "new.ffr")!r}, 1)):
+                try:
+                    attempt()
+                except OSError as exc:
+                    print(type(exc).__name__, exc.errno, exc.filename)
+        """)
+    lines = out.splitlines()
+    assert lines[0] == f"PermissionError {errno.EACCES} {locked}"
+    assert lines[1].startswith(f"PermissionError {errno.EACCES} {read_only}/"), lines

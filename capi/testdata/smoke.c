@@ -4,6 +4,7 @@
  * writer; prints one line per check passed and exits non-zero at the first failure. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +32,10 @@ static void *fail_and_read_message(void *arg) {
     int32_t st = ffr_reader_len(bad, &n);
     pthread_barrier_wait(&all_failed);
     char msg[256], want[64];
-    int32_t len = ffr_errmsg(msg, sizeof msg);
+    size_t len = 0;
+    int32_t got = ffr_errmsg(msg, sizeof msg, &len);
     snprintf(want, sizeof want, "%lld is not a reader handle", (long long)bad);
-    if (st != FFR_E_HANDLE || len <= 0 || strstr(msg, want) == NULL) {
+    if (st != FFR_E_HANDLE || got != FFR_OK || len == 0 || strstr(msg, want) == NULL) {
         fprintf(stderr, "thread %lld: status %d, message '%s'\n", (long long)bad, st, msg);
         return (void *)1;
     }
@@ -43,7 +45,8 @@ static void *fail_and_read_message(void *arg) {
 int main(int argc, char **argv) {
     CHECK(argc == 4, "usage: smoke <version> <ffr file> <output ffr file>");
     char version[32];
-    CHECK(ffr_version(version, sizeof version) == FFR_ABI_VERSION, "ABI version");
+    int32_t abi = 0;
+    CHECK(ffr_version(version, sizeof version, &abi) == FFR_OK && abi == FFR_ABI_VERSION, "ABI version");
     CHECK(strcmp(version, argv[1]) == 0, "version '%s', want '%s'", version, argv[1]);
     puts("version ok");
 
@@ -61,14 +64,15 @@ int main(int argc, char **argv) {
     for (uint64_t i = 0; i < n; i++) total += sizes[i];
     char *data = malloc(total ? total : 1);
     CHECK(ffr_reader_read_batch(h, indices, n, data, total - 1, sizes) == FFR_E_SHORTBUF, "short buffer");
-    CHECK(ffr_errmsg(NULL, 0) > 0, "short buffer message");
+    size_t msg_len = 0;
+    CHECK(ffr_errmsg(NULL, 0, &msg_len) == FFR_E_SHORTBUF && msg_len > 0, "short buffer message");
     CHECK(ffr_reader_read_batch(h, indices, n, data, total, sizes) == FFR_OK, "read");
     printf("read %llu samples, %llu bytes\n", (unsigned long long)n, (unsigned long long)total);
 
     int64_t w;
     CHECK(ffr_writer_create(argv[3], n, FFR_COMPRESS_NONE, &w) == FFR_OK, "create");
     CHECK(ffr_writer_create(argv[3], n, FFR_COMPRESS_NONE, NULL) == FFR_E_INVALID, "NULL handle");
-    CHECK(ffr_errmsg(NULL, 0) > 0, "NULL handle message");
+    CHECK(ffr_errmsg(NULL, 0, &msg_len) == FFR_E_SHORTBUF && msg_len > 0, "NULL handle message");
     const char *sample = data;
     for (uint64_t i = 0; i < n; sample += sizes[i++])
         CHECK(ffr_writer_write(w, sample, sizes[i]) == FFR_OK, "write sample %llu", (unsigned long long)i);
@@ -76,7 +80,9 @@ int main(int argc, char **argv) {
     CHECK(ffr_writer_count(w, &written) == FFR_OK && written == n, "count");
     CHECK(ffr_writer_write(w, data, 1) == FFR_E_INVALID, "write past n");
     CHECK(ffr_writer_close(w) == FFR_OK, "writer close");
-    CHECK(ffr_writer_close(w) == FFR_E_CLOSED, "second writer close");
+    CHECK(ffr_writer_close(w) == FFR_OK, "second writer close");
+    CHECK(ffr_writer_abort(w) == FFR_OK, "abort after close");
+    CHECK(ffr_writer_count(w, &written) == FFR_E_CLOSED, "closed writer");
     puts("write ok");
 
     enum { THREADS = 8 };
@@ -96,6 +102,15 @@ int main(int argc, char **argv) {
     CHECK(ffr_reader_len(h, &n) == FFR_E_CLOSED, "closed handle");
     CHECK(ffr_open_handles(&open_handles) == FFR_OK && open_handles == 0, "no open handle");
     puts("handles ok");
+
+    const char *missing[] = {"/nonexistent-ffrecord-dir/x.ffr"};
+    CHECK(ffr_reader_open(missing, 1, 0, &h) == FFR_E_NOTFOUND, "missing file");
+    int32_t os_errno = 0;
+    char path[64];
+    size_t path_len = 0;
+    CHECK(ffr_oserror(&os_errno, path, sizeof path, &path_len) == FFR_OK, "oserror");
+    CHECK(os_errno == ENOENT && strcmp(path, missing[0]) == 0, "errno %d, path '%s'", os_errno, path);
+    puts("errno ok");
     free(indices), free(sizes), free(data);
     return 0;
 }

@@ -29,24 +29,33 @@ import tempfile
 import threading
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 from pathlib import Path
-from typing import NamedTuple, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
-from .errors import exception_for
+from .errors import E_IO, E_NOTFOUND, E_SHORTBUF, exception_for
 
 LIBRARY_ENV = "FFRECORD_LIBRARY"
 LIBRARY_NAME = "libffrecord.so"
 UNKNOWN_COUNT = 2**64 - 1  # ffr_writer_create: count not known in advance
+
+# The #defines of capi/ffrecord.h other than statuses (those are in errors.py), under their
+# names without FFR_; tests/test_abi_contract.py checks them against the header.
+ABI_VERSION = 2
 CHECK_DATA = 1
 DIRECT = 2
-COMPRESSION = {None: 0, "none": 0, "lz4": 1}
+COMPRESS_NONE = 0
+COMPRESS_LZ4 = 1
+
+COMPRESSION = {None: COMPRESS_NONE, "none": COMPRESS_NONE, "lz4": COMPRESS_LZ4}
 
 _LOAD_TIMEOUT = 30.0  # seconds to wait for another thread's (re)load before giving up
-_ERRMSG_CAPACITY = 1 << 16  # ffr_errmsg clears the message, so fetch it whole at once
+_TEXT_CAPACITY = 4096  # first buffer for text the library copies out; grown when short
 
 _u64p = POINTER(c_uint64)
+_sizep = POINTER(c_size_t)
 _SIGNATURES: dict[str, list[type]] = {
-    "ffr_version": [c_char_p, c_size_t],
-    "ffr_errmsg": [c_char_p, c_size_t],
+    "ffr_version": [c_char_p, c_size_t, POINTER(c_int32)],
+    "ffr_errmsg": [c_char_p, c_size_t, _sizep],
+    "ffr_oserror": [POINTER(c_int32), c_char_p, c_size_t, _sizep],
     "ffr_open_handles": [_u64p],
     "ffr_writer_create": [c_char_p, c_uint64, c_int32, POINTER(c_int64)],
     "ffr_writer_write": [c_int64, c_void_p, c_uint64],
@@ -57,9 +66,9 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_reader_open": [POINTER(c_char_p), c_uint64, c_uint32, POINTER(c_int64)],
     "ffr_reader_len": [c_int64, _u64p],
     "ffr_reader_nfiles": [c_int64, _u64p],
-    "ffr_reader_fname": [c_int64, c_uint64, c_char_p, c_size_t, POINTER(c_size_t)],
+    "ffr_reader_fname": [c_int64, c_uint64, c_char_p, c_size_t, _sizep],
     "ffr_reader_file_counts": [c_int64, c_void_p, c_uint64],
-    "ffr_reader_warnings": [c_int64, c_char_p, c_size_t, POINTER(c_size_t)],
+    "ffr_reader_warnings": [c_int64, c_char_p, c_size_t, _sizep],
     "ffr_reader_sizes": [c_int64, c_void_p, c_uint64, c_void_p],
     "ffr_reader_read_batch": [c_int64, c_void_p, c_uint64, c_void_p, c_uint64, c_void_p],
     "ffr_reader_verify": [c_int64, c_uint64, c_uint64, c_void_p, c_uint64, _u64p],
@@ -117,20 +126,45 @@ def check(status: int) -> int:
 
 
 def raise_status(status: int) -> NoReturn:
-    """Raises the exception for a failed call, with this thread's last Go error message."""
-    raise exception_for(status)(last_error_message() or f"libffrecord status {status}")
+    """Raises the exception for a failed call, with this thread's last Go error message.
+
+    An operating-system failure with an errno becomes ``OSError(errno, message, path)``, which
+    Python turns into the subclass for that errno (``PermissionError``,
+    ``NotADirectoryError``, ...)."""
+    dll = current().dll
+    message = _fetch_text(dll.ffr_errmsg)[1].decode("utf-8", "replace")
+    message = message or f"libffrecord status {status}"
+    if status in (E_IO, E_NOTFOUND):
+        errno = c_int32()
+        _, path = _fetch_text(dll.ffr_oserror, ctypes.byref(errno))
+        if errno.value:
+            raise OSError(errno.value, message, os.fsdecode(path) if path else None)
+    raise exception_for(status)(message)
 
 
-def last_error_message() -> str:
-    buf = ctypes.create_string_buffer(_ERRMSG_CAPACITY)
-    current().dll.ffr_errmsg(buf, _ERRMSG_CAPACITY)
-    return buf.value.decode("utf-8", "replace")
+def copy_text(func: Any, *args: Any) -> bytes:
+    """Calls a ``(…, buf, len, needed)`` C function, growing the buffer until the text fits."""
+    status, text = _fetch_text(func, *args)
+    check(status)
+    return text
+
+
+def _fetch_text(func: Any, *args: Any) -> tuple[int, bytes]:
+    """``copy_text`` that returns the status instead of raising (ffr_errmsg cannot raise)."""
+    capacity = _TEXT_CAPACITY
+    while True:
+        buf = ctypes.create_string_buffer(capacity)
+        needed = c_size_t()
+        status = func(*args, buf, capacity, ctypes.byref(needed))
+        if status != E_SHORTBUF or needed.value < capacity:
+            return status, buf.value
+        capacity = needed.value + 1
 
 
 def version() -> str:
     """The library's version string, e.g. ``"1.0.0"``."""
     buf = ctypes.create_string_buffer(64)
-    current().dll.ffr_version(buf, len(buf))
+    check(current().dll.ffr_version(buf, len(buf), ctypes.byref(c_int32())))
     return buf.value.decode()
 
 
@@ -155,7 +189,7 @@ def _load() -> Library:
             dll, loaded_from = _load_private_copy(path)
         else:
             dll, loaded_from = _load_original(path), str(path)
-        _declare(dll)
+        _declare(dll, loaded_from)
         _loaded_handles.add(dll._handle)
         _generation += 1
         _state = Library(dll, pid, _generation, loaded_from)
@@ -180,7 +214,9 @@ def _load_original(path: Path) -> ctypes.CDLL:
     except OSError as exc:
         os.close(source_fd)
         raise RuntimeError(f"ffrecord: cannot load {path}: {exc}") from exc
-    _source_fd = source_fd  # only the first load of a process tree comes here
+    if _source_fd is not None:  # a library of another ABI was refused before (_declare)
+        os.close(_source_fd)
+    _source_fd = source_fd
     return dll
 
 
@@ -242,7 +278,20 @@ def _copy_into(path: Path, fd: int) -> None:
             os.close(src)
 
 
-def _declare(dll: ctypes.CDLL) -> None:
+def _declare(dll: ctypes.CDLL, loaded_from: str) -> None:
+    """Checks that the library speaks this package's ABI, then declares its functions."""
+    dll.ffr_version.argtypes = _SIGNATURES["ffr_version"]
+    dll.ffr_version.restype = c_int32
+    abi = c_int32(0)
+    status = dll.ffr_version(None, 0, ctypes.byref(abi))
+    if abi.value != ABI_VERSION:
+        # ABI 1 returned its version instead of a status and left abi alone.
+        found = status if abi.value == 0 and status > 0 else abi.value
+        raise RuntimeError(
+            f"ffrecord: the native library {loaded_from} implements C ABI version {found}, but "
+            f"this package needs version {ABI_VERSION}: a stale or mismatched build. Rebuild "
+            f"it with `make build`, or reinstall the package (`pip install .`)"
+            + (f", or point {LIBRARY_ENV} at a matching build" if os.environ.get(LIBRARY_ENV) else ""))
     for name, argtypes in _SIGNATURES.items():
         func = getattr(dll, name)
         func.argtypes = argtypes

@@ -28,7 +28,6 @@ from ._indices import index_array, one_index
 from .errors import E_SHORTBUF, CorruptFileError, FFRecordWarning
 
 PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
-_NAME_CAPACITY = 4096
 # Fixed-size samples are common: once a batch of at least _MIN_FIXED_EVIDENCE samples all had
 # one size, later batches are read into a buffer of that size times k in one call, without the
 # sizes call first (a wrong guess costs one retry, then guessing stops for good).
@@ -293,25 +292,12 @@ class FileReader:
 
     def _names(self, dll: ctypes.CDLL) -> list[str]:
         nfiles = self._query_u64(dll.ffr_reader_nfiles)
-        return [os.fsdecode(_copy_string(dll.ffr_reader_fname, self._handle, i))
+        return [os.fsdecode(_lib.copy_text(dll.ffr_reader_fname, self._handle, i))
                 for i in range(nfiles)]
 
     def _warnings(self, dll: ctypes.CDLL) -> list[str]:
-        text = _copy_string(dll.ffr_reader_warnings, self._handle).decode("utf-8", "replace")
+        text = _lib.copy_text(dll.ffr_reader_warnings, self._handle).decode("utf-8", "replace")
         return [line for line in text.splitlines() if line]
-
-
-def _copy_string(func: Any, *args: Any) -> bytes:
-    """Calls a ``(…, buf, len, needed)`` C function, growing the buffer until it fits."""
-    capacity = _NAME_CAPACITY
-    while True:
-        buf = ctypes.create_string_buffer(capacity)
-        needed = ctypes.c_size_t()
-        status = func(*args, buf, capacity, ctypes.byref(needed))
-        if status == 0 or needed.value < capacity:
-            _lib.check(status)
-            return buf.value
-        capacity = needed.value + 1
 
 
 def _offsets(sizes: np.ndarray) -> np.ndarray:

@@ -108,14 +108,14 @@ class FileWriter:
             size = len(data)
             if size < BATCH_BYTES:
                 with self._lock:
-                    if self.count == self.n or not self._handle:
-                        raise self._refusal()
-                    self._pending.append(data)
-                    self.count += 1
-                    self._batch_room -= size + SAMPLE_CHARGE
-                    if self._batch_room < 0:
-                        self._flush(self._library.dll, self._handle)
-                return
+                    if self.count != self.n and self._handle:
+                        self._pending.append(data)
+                        self.count += 1
+                        self._batch_room -= size + SAMPLE_CHARGE
+                        if self._batch_room < 0:
+                            self._flush(self._library.dll, self._handle)
+                        return
+        # A sample that cannot wait, or one the writer will refuse: the library says why.
         self._write_now(data)
 
     def write_many(self, samples: Iterable[Any]) -> None:
@@ -137,8 +137,8 @@ class FileWriter:
         dll, handle = self._live()
         flat = _flat_bytes(data) if type(data) is not bytes else None  # TypeError before anything
         with self._lock:
-            if self.count == self.n or not self._handle:
-                raise self._refusal()
+            if not self._handle:
+                raise self._closed_error()
             self._flush(dll, handle)
             if flat is None:  # ctypes passes the storage of bytes directly
                 status = dll.ffr_writer_write(handle, data, len(data))
@@ -224,14 +224,6 @@ class FileWriter:
 
     def _closed_error(self) -> ValueError:
         return ValueError(f"I/O operation on closed {type(self).__name__}")
-
-    def _refusal(self) -> ValueError:
-        """Why a sample cannot be written: the writer is closed, or holds ``n`` samples."""
-        if not self._handle:
-            return self._closed_error()
-        # The core's own words for the same mistake, raised before any library call.
-        return ValueError(f"invalid argument: {self.fname}: the file was created for "
-                          f"n={self.n} samples; sample {self.count} is one too many")
 
     def _live(self) -> tuple[ctypes.CDLL, int]:
         if not self._handle:

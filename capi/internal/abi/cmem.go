@@ -53,3 +53,26 @@ func outPointer(fn, name string, p unsafe.Pointer) error {
 	}
 	return nil
 }
+
+// copyOutText copies text into the caller's buffer as copyText does, and records the
+// failure of a buffer too small (or of needed being NULL) for function fn.
+func copyOutText(fn, text string, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) int32 {
+	if err := outPointer(fn, "needed", needed); err != nil {
+		return fail(err)
+	}
+	if status := copyText(text, buf, size, needed); status != StatusOK {
+		return failf(status, fmt.Sprintf("%s: a buffer of %d bytes cannot hold %d bytes and a NUL", fn, size, len(text)))
+	}
+	return StatusOK
+}
+
+// copyText copies text into buf[0:size), truncated and NUL-terminated, sets *needed to its
+// full length and returns FFR_E_SHORTBUF when it did not fit, without recording anything.
+func copyText(text string, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) int32 {
+	*(*uintptr)(needed) = uintptr(len(text))
+	copyCString(buf, size, text)
+	if buf == nil || size <= uintptr(len(text)) {
+		return StatusShortBuf
+	}
+	return StatusOK
+}

@@ -59,6 +59,16 @@ func (t *table[T]) remove(fn string, h int64) (T, error) {
 	return v, nil
 }
 
+// release is remove for the calls that close a handle, where closing one already closed
+// is not an error: it then reports open false and no error.
+func (t *table[T]) release(fn string, h int64) (v T, open bool, err error) {
+	v, err = t.remove(fn, h)
+	if err != nil && statusOf(err) == StatusClosed {
+		return v, false, nil
+	}
+	return v, err == nil, err
+}
+
 // missing explains why h is not open: closed earlier, or never a handle of this kind.
 func (t *table[T]) missing(fn string, h int64) error {
 	t.mu.RLock()

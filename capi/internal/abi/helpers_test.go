@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -55,11 +56,14 @@ func call(f func() int32) result {
 	})
 }
 
-// takeErrmsg reads and clears the calling thread's last error.
+// takeErrmsg reads the calling thread's last error message.
 func takeErrmsg() string {
-	n := Errmsg(nil, 0)
+	var n uintptr
+	Errmsg(nil, 0, unsafe.Pointer(&n))
 	buf := make([]byte, n+1)
-	Errmsg(ptr(buf), uintptr(len(buf)))
+	if st := Errmsg(ptr(buf), uintptr(len(buf)), unsafe.Pointer(&n)); st != StatusOK {
+		panic(fmt.Sprintf("ffr_errmsg: status %d with a buffer of its length", st))
+	}
 	return string(buf[:n])
 }
 

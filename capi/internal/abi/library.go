@@ -20,11 +20,11 @@ import (
 const Version = "0.1.0"
 
 // ABIVersion mirrors FFR_ABI_VERSION in ffrecord.h.
-const ABIVersion int32 = 1
+const ABIVersion int32 = 2
 
 var (
 	readers = newTable[*core.Reader]("reader", 1)
-	writers = newTable[*openWriter]("writer", 0)
+	writers = newTable[*core.Writer]("writer", 0)
 )
 
 // recoverPanic, deferred by every entry point, turns a panic into FFR_E_INTERNAL so that a
@@ -35,10 +35,20 @@ func recoverPanic(status *int32) {
 	}
 }
 
-// LibraryVersion implements ffr_version.
-func LibraryVersion(buf unsafe.Pointer, size uintptr) int32 {
-	copyCString(buf, size, Version)
-	return ABIVersion
+// LibraryVersion implements ffr_version. The ABI version is set first and whatever else
+// happens, so that a caller can tell a library it cannot talk to from any other failure.
+func LibraryVersion(buf unsafe.Pointer, size uintptr, abiVersion unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_version"
+	if err := outPointer(fn, "abi_version", abiVersion); err != nil {
+		return fail(err)
+	}
+	*(*int32)(abiVersion) = ABIVersion
+	if buf == nil && size == 0 {
+		return StatusOK
+	}
+	var needed uintptr
+	return copyOutText(fn, Version, buf, size, unsafe.Pointer(&needed))
 }
 
 // OpenHandles implements ffr_open_handles.

@@ -40,18 +40,17 @@ func ReaderOpen(paths unsafe.Pointer, npaths uint64, flags uint32, handle unsafe
 	return StatusOK
 }
 
-// ReaderClose implements ffr_reader_close: closing a closed reader is not an error.
+// ReaderClose implements ffr_reader_close.
 func ReaderClose(handle int64) (status int32) {
 	defer recoverPanic(&status)
-	r, err := readers.remove("ffr_reader_close", handle)
+	r, open, err := readers.release("ffr_reader_close", handle)
 	if err != nil {
-		if statusOf(err) == StatusClosed {
-			return StatusOK
-		}
 		return fail(err)
 	}
-	if err := r.Close(); err != nil {
-		return fail(err)
+	if open {
+		if err := r.Close(); err != nil {
+			return fail(err)
+		}
 	}
 	return StatusOK
 }
@@ -106,20 +105,6 @@ func ReaderWarnings(handle int64, buf unsafe.Pointer, size uintptr, needed unsaf
 		return fail(err)
 	}
 	return copyOutText(fn, strings.Join(r.Warnings(), "\n"), buf, size, needed)
-}
-
-// copyOutText copies text like ffr_reader_fname does: truncated and NUL-terminated,
-// with the full length at needed and FFR_E_SHORTBUF when it did not fit.
-func copyOutText(fn, text string, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) int32 {
-	if err := outPointer(fn, "needed", needed); err != nil {
-		return fail(err)
-	}
-	*(*uintptr)(needed) = uintptr(len(text))
-	copyCString(buf, size, text)
-	if buf == nil || size <= uintptr(len(text)) {
-		return failf(StatusShortBuf, fmt.Sprintf("%s: a buffer of %d bytes cannot hold %d bytes and a NUL", fn, size, len(text)))
-	}
-	return StatusOK
 }
 
 // ReaderFileCounts implements ffr_reader_file_counts; nfiles is the capacity of counts.

@@ -25,17 +25,8 @@ func WriterCreate(path unsafe.Pointer, n uint64, compression int32, handle unsaf
 	if err != nil {
 		return fail(err)
 	}
-	*(*int64)(handle) = writers.add(&openWriter{Writer: w, path: name, n: n})
+	*(*int64)(handle) = writers.add(w)
 	return StatusOK
-}
-
-// openWriter is what a writer handle stands for: the core writer, and the path and sample
-// count it was created with, so that a batch that would overflow n is refused before any of
-// it is written.
-type openWriter struct {
-	*core.Writer
-	path string
-	n    uint64
 }
 
 // WriterWrite implements ffr_writer_write. The core copies or writes out the sample
@@ -59,11 +50,7 @@ func WriterWrite(handle int64, data unsafe.Pointer, size uint64) (status int32) 
 }
 
 // WriterWriteBatch implements ffr_writer_write_batch: n samples stored back to back in
-// data, sizes[k] bytes each. Everything the call can check up front (arrays, sizes, room
-// left below the declared count) is checked before the first sample is written, so such a
-// failure writes nothing. A failure while writing (an I/O error, which the core makes
-// final, or another thread filling the file meanwhile) leaves the samples before the
-// failing one written; ffr_writer_count tells how many.
+// data, sizes[k] bytes each, written by the core as one batch.
 func WriterWriteBatch(handle int64, data, sizes unsafe.Pointer, n uint64) (status int32) {
 	defer recoverPanic(&status)
 	const fn = "ffr_writer_write_batch"
@@ -86,29 +73,10 @@ func WriterWriteBatch(handle int64, data, sizes unsafe.Pointer, n uint64) (statu
 	if err != nil {
 		return fail(err)
 	}
-	if err := w.roomFor(n); err != nil {
+	if err := w.WriteBatch(stored, lengths); err != nil {
 		return fail(err)
 	}
-	for _, size := range lengths {
-		if err := w.WriteOne(stored[:size:size]); err != nil {
-			return fail(err)
-		}
-		stored = stored[size:]
-	}
 	return StatusOK
-}
-
-// roomFor reports, in the core's words, a batch of k samples that the declared count
-// cannot take.
-func (w *openWriter) roomFor(k uint64) error {
-	if w.n == core.UnknownCount {
-		return nil
-	}
-	if count := w.Count(); k > w.n-count {
-		return fmt.Errorf("%w: %s: the file was created for n=%d samples; a batch of %d after %d written "+
-			"would make sample %d one too many, so none of it was written", core.ErrInvalid, w.path, w.n, k, count, w.n)
-	}
-	return nil
 }
 
 // WriterCount implements ffr_writer_count.
@@ -137,15 +105,18 @@ func WriterAbort(handle int64) (status int32) {
 }
 
 // finishWriter frees the handle first, so that it is gone whatever finish returns; writes
-// still in flight on other threads complete or fail with ErrClosed inside the core.
+// still in flight on other threads complete or fail with ErrClosed inside the core. A
+// handle closed before is left alone: closing twice, or aborting after a close, succeeds.
 func finishWriter(fn string, handle int64, finish func(*core.Writer) error) (status int32) {
 	defer recoverPanic(&status)
-	w, err := writers.remove(fn, handle)
+	w, open, err := writers.release(fn, handle)
 	if err != nil {
 		return fail(err)
 	}
-	if err := finish(w.Writer); err != nil {
-		return fail(err)
+	if open {
+		if err := finish(w); err != nil {
+			return fail(err)
+		}
 	}
 	return StatusOK
 }

@@ -3,6 +3,7 @@ package abi
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"math/rand/v2"
@@ -106,6 +107,7 @@ func TestWriterTooFewLeavesNothing(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("after a failed close: stat %s gave %v, want not exist", path, err)
 	}
+	must(t, func() int32 { return WriterClose(h) }) // the failure was reported once
 	expect(t, StatusClosed, func() int32 { return WriterWrite(h, cstr("a"), 1) }, "closed")
 }
 
@@ -120,8 +122,9 @@ func TestWriterAbort(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Errorf("abort left %v in the directory", left)
 	}
-	expect(t, StatusClosed, func() int32 { return WriterAbort(h) }, "closed")
-	expect(t, StatusClosed, func() int32 { return WriterClose(h) }, "closed")
+	must(t, func() int32 { return WriterAbort(h) }) // closing again does nothing
+	must(t, func() int32 { return WriterClose(h) })
+	expect(t, StatusClosed, func() int32 { return WriterWrite(h, cstr("a"), 1) }, "closed")
 }
 
 // TestWriterDoesNotKeepCallerBuffer overwrites the caller's buffer after each write: the
@@ -182,8 +185,8 @@ func TestWriterBadHandles(t *testing.T) {
 	expect(t, StatusClosed, func() int32 { return WriterWrite(h, cstr("a"), 1) }, "closed")
 	expect(t, StatusClosed, func() int32 { return WriterWriteBatch(h, nil, nil, 0) }, "closed")
 	expect(t, StatusClosed, func() int32 { return WriterCount(h, unsafe.Pointer(&n)) }, "closed")
-	expect(t, StatusClosed, func() int32 { return WriterClose(h) }, "closed")
-	expect(t, StatusClosed, func() int32 { return WriterAbort(h) }, "closed")
+	must(t, func() int32 { return WriterClose(h) })
+	must(t, func() int32 { return WriterAbort(h) })
 }
 
 // TestWriterSharedByThreads writes from many OS threads through one handle: every
@@ -305,4 +308,73 @@ func TestWriterWriteBatchRefusedWhole(t *testing.T) {
 	must(t, func() int32 { return WriterWriteBatch(h, nil, nil, 0) }) // a full file still takes nothing
 	must(t, func() int32 { return WriterClose(h) })
 	equalSamples(t, readAll(t, path), [][]byte{[]byte("a"), []byte("bc"), {}})
+}
+
+// TestWriterBatchesFromThreadsStayWhole writes batches from several OS threads through one
+// handle: every batch must land as consecutive samples, in its own order.
+func TestWriterBatchesFromThreadsStayWhole(t *testing.T) {
+	noLeaks(t)
+	const threads, batches = 4, 40
+	rng := rand.New(rand.NewPCG(5, 5))
+	plans := make([][]int, threads) // plans[g][b]: samples in batch b of thread g
+	total := 0
+	for g := range plans {
+		for range batches {
+			k := 1 + rng.IntN(400)
+			plans[g] = append(plans[g], k)
+			total += k
+		}
+	}
+	// Sample k of batch b of thread g is "g b k" padded with a few bytes, so that batches
+	// differ in size and their samples mix in the write buffer.
+	tag := func(g, b, k int) []byte {
+		return append([]byte(fmt.Sprintf("%d %d %d ", g, b, k)), bytes.Repeat([]byte{'.'}, (g*7+b*3+k)%50)...)
+	}
+	path := filepath.Join(t.TempDir(), "x.ffr")
+	var h int64
+	must(t, func() int32 { return WriterCreate(cstr(path), uint64(total), CompressNone, unsafe.Pointer(&h)) })
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g, plan := range plans {
+		wg.Go(func() {
+			<-start
+			for b, k := range plan {
+				var data []byte
+				sizes := make([]uint64, k)
+				for i := range k {
+					s := tag(g, b, i)
+					data = append(data, s...)
+					sizes[i] = uint64(len(s))
+				}
+				if r := call(func() int32 { return WriterWriteBatch(h, ptr(data), ptr(sizes), uint64(k)) }); r.status != StatusOK {
+					t.Errorf("thread %d batch %d: status %d: %s", g, b, r.status, r.msg)
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	must(t, func() int32 { return WriterClose(h) })
+	got := readAll(t, path)
+	if len(got) != total {
+		t.Fatalf("%d samples, want %d", len(got), total)
+	}
+	seen := make([]int, threads) // batches of each thread found so far, in order
+	for i := 0; i < len(got); {
+		var g, b, k int
+		if _, err := fmt.Sscanf(string(got[i]), "%d %d %d ", &g, &b, &k); err != nil {
+			t.Fatalf("sample %d: %q: %v", i, got[i], err)
+		}
+		if k != 0 || b != seen[g] {
+			t.Fatalf("sample %d is sample %d of batch %d of thread %d; want the start of batch %d", i, k, b, g, seen[g])
+		}
+		for k := range plans[g][b] {
+			if want := tag(g, b, k); !bytes.Equal(got[i+k], want) {
+				t.Fatalf("sample %d: %q inside batch %d of thread %d, want %q", i+k, got[i+k], b, g, want)
+			}
+		}
+		i += plans[g][b]
+		seen[g]++
+	}
 }
