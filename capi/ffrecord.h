@@ -63,6 +63,21 @@ extern "C" {
 #define FFR_COMPRESS_NONE 0
 #define FFR_COMPRESS_LZ4  1
 
+/* Fields of ffr_reader_file_info: indices into its info array. */
+#define FFR_INFO_SAMPLES      0 /* samples a reader shows                                    */
+#define FFR_INFO_STORED       1 /* samples in the header, an extension record included      */
+#define FFR_INFO_COMPRESSION  2 /* FFR_COMPRESS_LZ4 when the extension record is present     */
+#define FFR_INFO_HEADER_BYTES 3 /* bytes of the header (checksums and offsets)               */
+#define FFR_INFO_DATA_BYTES   4 /* bytes of sample data as stored (compressed, the record)   */
+#define FFR_INFO_FILE_BYTES   5 /* bytes of the file                                         */
+#define FFR_INFO_METADATA     6 /* FFR_METADATA_*: what the metadata checksum says           */
+#define FFR_INFO_FIELDS       7 /* how many fields this version fills                        */
+
+/* Values of FFR_INFO_METADATA. */
+#define FFR_METADATA_INTACT  0 /* the metadata checksum (and extension record's) match      */
+#define FFR_METADATA_LEGACY  1 /* stored checksum 0 (an old writer): the header is unchecked */
+#define FFR_METADATA_DAMAGED 2 /* a checksum does not match: ffr_reader_verify says why     */
+
 /* ---- library ------------------------------------------------------------------------ */
 
 /* Sets *abi_version to the FFR_ABI_VERSION the library was built with (whatever else
@@ -163,15 +178,36 @@ int32_t ffr_reader_sizes(int64_t handle, const uint64_t *indices, uint64_t n, ui
 int32_t ffr_reader_read_batch(int64_t handle, const uint64_t *indices, uint64_t n, void *dst,
                               uint64_t dst_len, uint64_t *sizes);
 
-/* Checks the metadata and the CRC of every sample in [start, start+count), whatever the
- * reader's flags. Indices of bad samples are written, in ascending order, to
- * bad[0 .. min(*nbad, bad_cap)) (bad may be NULL with bad_cap 0 to only count them);
- * *nbad receives how many were bad. Returns FFR_OK even when samples are bad (the caller
- * inspects *nbad). When the metadata of a file is damaged, every sample is still checked
- * and bad and *nbad filled, then FFR_E_CHECKSUM or FFR_E_CORRUPT is returned. A range beyond
- * the dataset is FFR_E_INDEX; a failure to read at all is an error status. */
+/* Describes file i of the reader (after directory expansion): fills
+ * info[0 .. min(ninfo, FFR_INFO_FIELDS)), indexed by FFR_INFO_*. Entries beyond the fields
+ * this version knows are left alone. The first question about a file (or verification of
+ * it) checks its metadata, one pass over its header; later ones reuse the answer.
+ * FFR_E_INDEX when i >= nfiles. */
+int32_t ffr_reader_file_info(int64_t handle, uint64_t i, uint64_t *info, uint64_t ninfo);
+
+/* Checks, whatever the reader's flags, the samples in [start, start+count) in ascending
+ * order (each one's place in its file, its CRC-32 and, when compressed, that it decodes to
+ * its recorded size) and the metadata of every file the range touches (once per reader and
+ * file). For the k-th bad sample found it writes its index to bad[k], the class of its
+ * problem (FFR_E_CHECKSUM or FFR_E_CORRUPT) to reasons[k] and, when text is given, its
+ * message (file, sample, detail) NUL-terminated after the k-1 before it in text. *nbad
+ * receives how many were written.
+ *
+ * The check stops at a bad sample that finds no room (cap entries written already, or its
+ * message longer than what is left of text), and *next receives where it stopped: that
+ * sample's index, else start+count. A call from *next goes on without checking anything
+ * twice, so any number of bad samples can be had a page at a time; with cap 0 the call
+ * stops at the first bad sample. text may be NULL with text_len 0 to leave messages out;
+ * bad and reasons may be NULL only with cap 0. Returns FFR_E_SHORTBUF (nothing written,
+ * *next the sample's index) when the first bad sample's message alone does not fit text.
+ *
+ * Damaged metadata of a file is FFR_E_CHECKSUM or FFR_E_CORRUPT, returned after the page is
+ * filled (*nbad and *next too), and again by each later page that covers that file. A
+ * range beyond the dataset (start + count > the number of samples, computed without
+ * overflow) is FFR_E_INDEX; a failure to read at all is an error status. */
 int32_t ffr_reader_verify(int64_t handle, uint64_t start, uint64_t count, uint64_t *bad,
-                          uint64_t bad_cap, uint64_t *nbad);
+                          int32_t *reasons, uint64_t cap, char *text, size_t text_len,
+                          uint64_t *nbad, uint64_t *next);
 
 /* Closes the reader. Closing a closed reader returns FFR_OK and does nothing. */
 int32_t ffr_reader_close(int64_t handle);

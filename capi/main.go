@@ -117,9 +117,16 @@ func ffr_reader_read_batch(handle C.int64_t, indices *C.ffr_cu64, n C.uint64_t, 
 	return C.int32_t(abi.ReaderReadBatch(int64(handle), unsafe.Pointer(indices), uint64(n), dst, uint64(dstLen), unsafe.Pointer(sizes)))
 }
 
+//export ffr_reader_file_info
+func ffr_reader_file_info(handle C.int64_t, i C.uint64_t, info *C.uint64_t, ninfo C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderFileInfo(int64(handle), uint64(i), unsafe.Pointer(info), uint64(ninfo)))
+}
+
 //export ffr_reader_verify
-func ffr_reader_verify(handle C.int64_t, start, count C.uint64_t, bad *C.uint64_t, badCap C.uint64_t, nbad *C.uint64_t) C.int32_t {
-	return C.int32_t(abi.ReaderVerify(int64(handle), uint64(start), uint64(count), unsafe.Pointer(bad), uint64(badCap), unsafe.Pointer(nbad)))
+func ffr_reader_verify(handle C.int64_t, start, count C.uint64_t, bad *C.uint64_t, reasons *C.int32_t, capacity C.uint64_t,
+	text *C.char, textLen C.size_t, nbad, next *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderVerify(int64(handle), uint64(start), uint64(count), unsafe.Pointer(bad), unsafe.Pointer(reasons),
+		uint64(capacity), unsafe.Pointer(text), uintptr(textLen), unsafe.Pointer(nbad), unsafe.Pointer(next)))
 }
 
 //export ffr_reader_close

@@ -189,8 +189,8 @@ func TestGoldenDamagedFiles(t *testing.T) {
 				t.Fatalf("sample %d: err %v or wrong bytes", i, err)
 			}
 		}
-		var bad []uint64
-		if err := r.Verify(0, r.Len(), func(i uint64) { bad = append(bad, i) }); err != nil {
+		bad, err := badIndices(r, 0, r.Len())
+		if err != nil {
 			t.Fatal(err)
 		}
 		if len(bad) != 1 || bad[0] != 2 {
@@ -203,7 +203,7 @@ func TestGoldenDamagedFiles(t *testing.T) {
 			t.Fatalf("Open: err = %v, want a metadata checksum error", err)
 		}
 		r := openReader(t, ReaderOptions{}, path("corrupt_header.ffr"))
-		err = r.Verify(0, r.Len(), func(uint64) {})
+		_, err = badIndices(r, 0, r.Len())
 		if !errors.Is(err, ErrChecksum) {
 			t.Fatalf("Verify: err = %v, want a metadata checksum error", err)
 		}
@@ -249,8 +249,8 @@ func TestGoldenDamagedFiles(t *testing.T) {
 				t.Fatalf("sample %d differs", i)
 			}
 		}
-		if err := r.Verify(0, r.Len(), func(i uint64) { t.Errorf("sample %d reported bad", i) }); err != nil {
-			t.Fatal(err)
+		if bad, err := badIndices(r, 0, r.Len()); err != nil || len(bad) != 0 {
+			t.Fatal(err, bad)
 		}
 	})
 }

@@ -153,3 +153,13 @@ func onlyEntries(t *testing.T, dir string, names ...string) {
 		t.Fatalf("directory holds %v, want %v", got, names)
 	}
 }
+
+// badIndices are the dataset indices of the bad samples Verify finds in [start, start+count).
+func badIndices(r *Reader, start, count uint64) ([]uint64, error) {
+	var bad []uint64
+	err := r.Verify(start, count, func(b BadSample) bool {
+		bad = append(bad, b.Index)
+		return true
+	})
+	return bad, err
+}

@@ -28,6 +28,8 @@ type Reader struct {
 	starts   []uint64 // starts[k] is the global index of file k's first sample; one extra: Len
 	warnings []string
 
+	metadataChecks sync.Map // file index -> metadataResult, by metadataError
+
 	mu     sync.RWMutex // held for reading by every call, for writing by Close
 	closed bool
 }

@@ -51,9 +51,8 @@ func TestRoundTripRandom(t *testing.T) {
 					t.Fatal(err)
 				}
 				assertSamples(t, got, want)
-				bad := 0
-				if err := r.Verify(0, r.Len(), func(uint64) { bad++ }); err != nil || bad != 0 {
-					t.Fatalf("Verify: err %v, %d bad samples", err, bad)
+				if bad, err := badIndices(r, 0, r.Len()); err != nil || len(bad) != 0 {
+					t.Fatalf("Verify: err %v, bad samples %v", err, bad)
 				}
 			})
 		}
@@ -116,8 +115,7 @@ func TestMultiFileAndDirectoryDatasets(t *testing.T) {
 			if _, err := readSamples(r, []uint64{r.Len()}); !errors.Is(err, ErrIndex) {
 				t.Fatalf("index past the end: err = %v, want ErrIndex", err)
 			}
-			var bad []uint64
-			if err := r.Verify(3, 20, func(i uint64) { bad = append(bad, i) }); err != nil || len(bad) != 0 {
+			if bad, err := badIndices(r, 3, 20); err != nil || len(bad) != 0 {
 				t.Fatalf("Verify: %v %v", err, bad)
 			}
 		})
@@ -155,7 +153,7 @@ func TestReaderLifecycleAndBuffers(t *testing.T) {
 	if err := r.Sizes([]uint64{0}, sizes); !errors.Is(err, ErrClosed) {
 		t.Fatalf("sizes after close: err = %v", err)
 	}
-	if err := r.Verify(0, 1, func(uint64) {}); !errors.Is(err, ErrClosed) {
+	if _, err := badIndices(r, 0, 1); !errors.Is(err, ErrClosed) {
 		t.Fatalf("verify after close: err = %v", err)
 	}
 }

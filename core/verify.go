@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/klauspost/crc32"
 )
@@ -12,13 +13,31 @@ import (
 // samples are read together, so checking a file streams it at disk speed.
 const verifyWindow = 8 << 20
 
+// verifyWindows keeps read buffers between calls: a caller taking bad samples a page at a
+// time calls Verify many times.
+var verifyWindows = sync.Pool{New: func() any {
+	buf := make([]byte, verifyWindow)
+	return &buf
+}}
+
+// BadSample is a damaged sample found by Verify.
+type BadSample struct {
+	Index uint64 // in the dataset
+	// Err says what is wrong, naming the file and the sample as a read would; it wraps
+	// ErrChecksum (the stored bytes do not match their CRC-32) or ErrCorrupt (the sample
+	// lies outside the file's data, or does not decode to its recorded size).
+	Err error
+}
+
 // Verify checks, whatever the reader's options, the metadata of every file involved and
-// every sample in [start, start+count): its place in the file, its CRC-32 and, for a
-// compressed sample, that it decodes to its recorded size. It calls bad with the dataset
-// index of each bad sample, in order. A file whose metadata is damaged gives an error
-// wrapping ErrChecksum or ErrCorrupt, returned after its samples have been checked; an
-// error is also returned when data cannot be read at all.
-func (r *Reader) Verify(start, count uint64, bad func(index uint64)) error {
+// every sample in [start, start+count), in order: its place in the file, its CRC-32 and,
+// for a compressed sample, that it decodes to its recorded size. It calls bad for each bad
+// sample; when bad returns false the check stops at that sample, which a later Verify from
+// its index reports again, so a caller can take bad samples a page at a time without
+// checking anything twice. A file's metadata is checked once per Reader; a damaged one
+// gives an error wrapping ErrChecksum or ErrCorrupt, returned after the samples have been
+// checked. An error is also returned when data cannot be read at all.
+func (r *Reader) Verify(start, count uint64, bad func(BadSample) bool) error {
 	if err := r.acquire(); err != nil {
 		return err
 	}
@@ -29,8 +48,11 @@ func (r *Reader) Verify(start, count uint64, bad func(index uint64)) error {
 	var metaErrs []error
 	var window []byte // the read buffer of every file; an empty range reads nothing
 	if count > 0 {
-		window = make([]byte, verifyWindow)
+		buf := verifyWindows.Get().(*[]byte)
+		defer verifyWindows.Put(buf)
+		window = *buf
 	}
+	stopped := false
 	for k, f := range r.files {
 		lo, hi := max(start, r.starts[k]), min(start+count, r.starts[k+1])
 		empty := r.starts[k] == r.starts[k+1]
@@ -38,18 +60,51 @@ func (r *Reader) Verify(start, count uint64, bad func(index uint64)) error {
 			continue
 		}
 		base := r.starts[k]
+		if err := r.metadata(k).err; err != nil {
+			metaErrs = append(metaErrs, err)
+		}
 		var where int64 = -1
 		err := withFaultGuard(func() (string, int64) { return f.path, where }, func() error {
-			if err := f.verifyMetadata(); err != nil {
-				metaErrs = append(metaErrs, err)
-			}
-			return f.verifySamples(lo-base, hi-base, window, &where, func(local uint64) { bad(base + local) })
+			return f.verifySamples(lo-base, hi-base, window, &where, func(local uint64, why error) bool {
+				stopped = !bad(BadSample{Index: base + local, Err: sampleError(why, base+local, local)})
+				return !stopped
+			})
 		})
 		if err != nil {
 			return err
 		}
+		if stopped {
+			break
+		}
 	}
 	return errors.Join(metaErrs...)
+}
+
+// metadataResult is the outcome of one file's metadata check.
+type metadataResult struct {
+	state MetadataState
+	err   error // why the state is MetadataDamaged
+}
+
+// metadata checks the metadata of file k the first time it is asked, and returns the
+// same answer after: the header does not change while the file is open.
+func (r *Reader) metadata(k int) metadataResult {
+	if v, ok := r.metadataChecks.Load(k); ok {
+		return v.(metadataResult)
+	}
+	f := r.files[k]
+	var res metadataResult
+	err := withFaultGuard(func() (string, int64) { return f.path, -1 }, func() error {
+		if le.Uint32(f.data) == 0 {
+			res.state = MetadataLegacy
+		}
+		return f.verifyMetadata()
+	})
+	if err != nil {
+		res = metadataResult{MetadataDamaged, err}
+	}
+	r.metadataChecks.Store(k, res)
+	return res
 }
 
 // verifyMetadata checks the metadata checksum and, for a compressed file, the stored
@@ -73,25 +128,27 @@ func (f *dataFile) verifyMetadata() error {
 	return nil
 }
 
-// verifySamples checks samples [lo, hi) of the file, reporting bad ones by local index;
-// window is its read buffer, verifyWindow bytes.
-func (f *dataFile) verifySamples(lo, hi uint64, window []byte, where *int64, bad func(uint64)) error {
+// verifySamples checks samples [lo, hi) of the file, reporting each bad one by local index
+// and why until report returns false; window is its read buffer, verifyWindow bytes.
+func (f *dataFile) verifySamples(lo, hi uint64, window []byte, where *int64, report func(uint64, error) bool) error {
 	var decoded []byte
 	for i := lo; i < hi; {
 		*where = int64(i)
 		off, end, err := f.span(i)
 		if err != nil {
-			bad(i)
+			if !report(i, err) {
+				return nil
+			}
 			i++
 			continue
 		}
 		if end-off > verifyWindow {
-			ok, err := f.verifyLarge(i, off, end, window)
+			why, err := f.verifyLarge(i, off, end, window)
 			if err != nil {
 				return err
 			}
-			if !ok {
-				bad(i)
+			if why != nil && !report(i, why) {
+				return nil
 			}
 			i++
 			continue
@@ -112,61 +169,82 @@ func (f *dataFile) verifySamples(lo, hi uint64, window []byte, where *int64, bad
 		for ; i < j; i++ {
 			*where = int64(i)
 			o, e, _ := f.span(i)
-			var ok bool
-			ok, decoded = f.sampleIntact(i, run[o-off:e-off], decoded)
-			if !ok {
-				bad(i)
+			if why := f.storedProblem(i, run[o-off:e-off], &decoded); why != nil && !report(i, why) {
+				return nil
 			}
 		}
 	}
 	return nil
 }
 
-// sampleIntact checks one stored sample; decoded is scratch space for decoding, returned
-// possibly grown.
-func (f *dataFile) sampleIntact(i uint64, stored, decoded []byte) (bool, []byte) {
-	if crc32.ChecksumIEEE(stored) != f.checksum(i) {
-		return false, decoded
+// storedProblem says what is wrong with the stored bytes of sample i, nil when nothing is;
+// decoded is scratch space for decoding, grown as needed.
+func (f *dataFile) storedProblem(i uint64, stored []byte, decoded *[]byte) error {
+	if got := crc32.ChecksumIEEE(stored); got != f.checksum(i) {
+		return f.checksumMismatch(i, got)
 	}
 	if f.ext == nil {
-		return true, decoded
+		return nil
+	}
+	if f.ext.codec(i) == codecRaw {
+		return f.rawSizeMismatch(i, uint64(len(stored)))
 	}
 	size := f.ext.originalSize(i)
-	if f.ext.codec(i) == codecRaw {
-		return size == uint64(len(stored)), decoded
-	}
 	if size > maxLZ4Sample {
-		return false, decoded
+		return errorf(f.path, int64(i), ErrCorrupt,
+			"recorded size %d is larger than an LZ4-compressed sample can be (%d)", size, maxLZ4Sample)
 	}
-	if uint64(cap(decoded)) < size {
-		decoded = make([]byte, size)
+	if uint64(cap(*decoded)) < size {
+		*decoded = make([]byte, size)
 	}
-	return decode(f.ext.codec(i), stored, decoded[:size]) == nil, decoded
+	if err := decode(f.ext.codec(i), stored, (*decoded)[:size]); err != nil {
+		return &fileError{path: f.path, index: int64(i), err: err}
+	}
+	return nil
 }
 
-// verifyLarge checks a sample larger than the read window, which it reads through.
-func (f *dataFile) verifyLarge(i, off, end uint64, window []byte) (bool, error) {
+// verifyLarge checks a sample larger than the read window, which it reads through; why is
+// what is wrong with it, err a failure to read it.
+func (f *dataFile) verifyLarge(i, off, end uint64, window []byte) (why, err error) {
 	if f.ext != nil && f.ext.codec(i) != codecRaw {
 		stored := make([]byte, end-off)
 		if err := preadFull(f, stored, off); err != nil {
-			return false, err
+			return nil, err
 		}
-		ok, _ := f.sampleIntact(i, stored, nil)
-		return ok, nil
+		return f.storedProblem(i, stored, new([]byte)), nil
 	}
-	if f.ext != nil && f.ext.originalSize(i) != end-off {
-		return false, nil
+	if f.ext != nil {
+		if why := f.rawSizeMismatch(i, end-off); why != nil {
+			return why, nil
+		}
 	}
 	var sum uint32
 	for pos := off; pos < end; {
 		part := window[:min(uint64(len(window)), end-pos)]
 		if err := preadFull(f, part, pos); err != nil {
-			return false, err
+			return nil, err
 		}
 		sum = crc32.Update(sum, crc32.IEEETable, part)
 		pos += uint64(len(part))
 	}
-	return sum == f.checksum(i), nil
+	if sum != f.checksum(i) {
+		return f.checksumMismatch(i, sum), nil
+	}
+	return nil, nil
+}
+
+// checksumMismatch is the error for sample i whose stored bytes have CRC-32 got.
+func (f *dataFile) checksumMismatch(i uint64, got uint32) error {
+	return errorf(f.path, int64(i), ErrChecksum, "stored 0x%08x, computed 0x%08x", f.checksum(i), got)
+}
+
+// rawSizeMismatch is the error for a raw sample i of a compressed file stored in a size
+// other than its recorded one, nil when the sizes agree.
+func (f *dataFile) rawSizeMismatch(i, stored uint64) error {
+	if recorded := f.ext.originalSize(i); recorded != stored {
+		return errorf(f.path, int64(i), ErrCorrupt, "raw sample of %d bytes recorded as %d bytes", stored, recorded)
+	}
+	return nil
 }
 
 // preadFull fills p from offset off of the file.

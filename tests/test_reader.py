@@ -163,7 +163,8 @@ def test_close_is_idempotent_and_reads_after_close_fail(dataset) -> None:
     reader.close()
     assert reader.closed and "closed" in repr(reader)
     for call in (lambda: reader.read([0]), lambda: reader.read_one(0),
-                 lambda: reader.read_batch([0]), lambda: reader.sizes([0]), reader.verify):
+                 lambda: reader.read_batch([0]), lambda: reader.sizes([0]), reader.verify,
+                 reader.file_info, lambda: list(reader.bad_samples())):
         with pytest.raises(ValueError, match="closed"):
             call()
 

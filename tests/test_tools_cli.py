@@ -65,6 +65,7 @@ def test_info_reports_compression_and_packed_folders(tmp_path, capsys, golden):
     assert first["compression"] == "lz4" and first["samples"] == 3
     assert first["sample_bytes"] == 12000 > first["stored_bytes"]
     assert second["files"][0]["packed_folder"] and second["compression"] == "none"
+    assert first["files"][0]["metadata"] == second["files"][0]["metadata"] == "intact"
     status, out, _ = run(capsys, "info", path)
     assert "compression  lz4" in out and "ratio" in out
 
@@ -83,6 +84,14 @@ def test_verify_names_the_bad_sample(capsys, golden):
     assert len(lines) == 1
     assert lines[0].startswith(f"{golden / 'corrupt_sample.ffr'}: sample 2: checksum")
     assert "FAILED: 1 bad sample(s)" in err
+
+
+def test_verify_lists_the_samples_of_a_file_with_damaged_metadata(capsys, golden):
+    status, out, _ = run(capsys, "verify", golden / "corrupt_header.ffr")
+    lines = out.splitlines()
+    assert status == EXIT_CORRUPT and len(lines) == 3
+    assert "unreadable" in lines[0] and "metadata" in lines[0]
+    assert [line.split(": ")[1] for line in lines[1:]] == ["sample 0", "sample 1"]
 
 
 @pytest.mark.parametrize("name, expected", [

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import CorruptFileError, FFRecordWarning
-from .reader import FileReader
+from .reader import BadSample, FileInfo, FileReader
 from .writer import FileWriter
 
 try:
@@ -29,8 +29,10 @@ except ImportError:  # a source tree that was never built
 _LAZY = {"pack_folder": "packed", "PackedFolder": "packed", "unpack_folder": "packed"}
 
 __all__ = [
+    "BadSample",
     "CorruptFileError",
     "FFRecordWarning",
+    "FileInfo",
     "FileReader",
     "FileWriter",
     "PackedFolder",

@@ -44,6 +44,17 @@ CHECK_DATA = 1
 DIRECT = 2
 COMPRESS_NONE = 0
 COMPRESS_LZ4 = 1
+INFO_SAMPLES = 0
+INFO_STORED = 1
+INFO_COMPRESSION = 2
+INFO_HEADER_BYTES = 3
+INFO_DATA_BYTES = 4
+INFO_FILE_BYTES = 5
+INFO_METADATA = 6
+INFO_FIELDS = 7
+METADATA_INTACT = 0
+METADATA_LEGACY = 1
+METADATA_DAMAGED = 2
 
 COMPRESSION = {None: COMPRESS_NONE, "none": COMPRESS_NONE, "lz4": COMPRESS_LZ4}
 
@@ -71,7 +82,9 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_reader_warnings": [c_int64, c_char_p, c_size_t, _sizep],
     "ffr_reader_sizes": [c_int64, c_void_p, c_uint64, c_void_p],
     "ffr_reader_read_batch": [c_int64, c_void_p, c_uint64, c_void_p, c_uint64, c_void_p],
-    "ffr_reader_verify": [c_int64, c_uint64, c_uint64, c_void_p, c_uint64, _u64p],
+    "ffr_reader_file_info": [c_int64, c_uint64, c_void_p, c_uint64],
+    "ffr_reader_verify": [c_int64, c_uint64, c_uint64, c_void_p, c_void_p, c_uint64, c_char_p,
+                          c_size_t, _u64p, _u64p],
     "ffr_reader_close": [c_int64],
 }
 
@@ -126,7 +139,12 @@ def check(status: int) -> int:
 
 
 def raise_status(status: int) -> NoReturn:
-    """Raises the exception for a failed call, with this thread's last Go error message.
+    """Raises the exception for a failed call, with this thread's last Go error message."""
+    raise error_for(status)
+
+
+def error_for(status: int) -> Exception:
+    """The exception for a failed call, with this thread's last Go error message.
 
     An operating-system failure with an errno becomes ``OSError(errno, message, path)``, which
     Python turns into the subclass for that errno (``PermissionError``,
@@ -138,8 +156,8 @@ def raise_status(status: int) -> NoReturn:
         errno = c_int32()
         _, path = _fetch_text(dll.ffr_oserror, ctypes.byref(errno))
         if errno.value:
-            raise OSError(errno.value, message, os.fsdecode(path) if path else None)
-    raise exception_for(status)(message)
+            return OSError(errno.value, message, os.fsdecode(path) if path else None)
+    return exception_for(status)(message)
 
 
 def copy_text(func: Any, *args: Any) -> bytes:

@@ -190,18 +190,20 @@ def _info(args: argparse.Namespace) -> int:
 def _summarize(path: str) -> Dict:
     import numpy as np
 
-    from ._layout import describe
+    from .packed import MAGIC
 
     files, all_sizes = [], []
     for fname in _ffr_files(path):
         with _open_reader(fname, check_data=False) as reader:
             sizes = reader.sizes(np.arange(len(reader), dtype=np.uint64))
-            layout = describe(reader)
+            info = reader.file_info()
+            n = len(reader)
+            packed = n > 0 and reader.read_one(n - 1)[:len(MAGIC)].tobytes() == MAGIC
         all_sizes.append(sizes)
-        files.append({"file": fname, "samples": int(len(sizes)), "bytes": layout.file_size,
-                      "sample_bytes": int(sizes.sum()), "stored_bytes": layout.data_size,
-                      "compression": layout.compression,
-                      "packed_folder": layout.packed_folder})
+        files.append({"file": fname, "samples": int(len(sizes)), "bytes": info.file_bytes,
+                      "sample_bytes": int(sizes.sum()), "stored_bytes": info.data_bytes,
+                      "compression": info.compression, "metadata": info.metadata,
+                      "packed_folder": packed})
     sizes = np.concatenate(all_sizes)
     stats = ({"min": int(sizes.min()), "median": float(np.median(sizes)),
               "max": int(sizes.max()), "mean": float(sizes.mean())} if len(sizes) else None)
@@ -213,12 +215,18 @@ def _summarize(path: str) -> Dict:
             "sample_size": stats, "compression": "+".join(compressions)}
 
 
+_METADATA_NOTES = {"legacy": "checksum 0 (old writer, not validated)",
+                   "damaged": "checksum mismatch (run ffrecord verify)"}
+
+
 def _print_summary(s: Dict) -> None:
     print(f"{s['path']}")
     print(f"  samples      {s['samples']:,}")
     print(f"  files        {len(s['files'])}")
     for f in s["files"]:
         extra = ", packed folder" if f["packed_folder"] else ""
+        if f["metadata"] != "intact":
+            extra += f", metadata {_METADATA_NOTES[f['metadata']]}"
         print(f"    {f['file']}  {f['samples']:,} samples  {f['bytes']:,} bytes  "
               f"{f['compression']}{extra}")
     print(f"  total size   {s['bytes']:,} bytes on disk, {s['sample_bytes']:,} bytes of samples")
@@ -240,7 +248,7 @@ def _verify(args: argparse.Namespace) -> int:
     readers: Dict[str, Any] = {}
     unreadable: Dict[str, str] = {}  # damaged beyond opening, or while reading
     refused: Dict[str, str] = {}  # the system would not let us open it: nothing is known
-    bad: Dict[str, List[int]] = {}
+    bad: Dict[str, list] = {}
     try:
         for fname in files:
             try:
@@ -255,25 +263,23 @@ def _verify(args: argparse.Namespace) -> int:
         show = sys.stderr.isatty() if args.progress is None else args.progress
         with ProgressBar(nsamples, show, "verify") as bar, \
                 ThreadPoolExecutor(args.jobs) as pool:
-            for (fname, _, count), result in pool.map(
+            for (fname, _, count), (found, failure) in pool.map(
                     lambda c: (c, _check_chunk(readers[c[0]], c[1], c[2])), chunks):
-                if isinstance(result, Exception):
-                    unreadable.setdefault(fname, str(result))
-                else:
-                    bad.setdefault(fname, []).extend(result)
+                bad.setdefault(fname, []).extend(found)
+                if failure is not None:
+                    unreadable.setdefault(fname, str(failure))
                 bar.update(count)
         for fname in files:  # report in file order, each problem once
             if fname in refused:
                 print(f"{fname}: cannot open: {refused[fname]}")
             if fname in unreadable:
                 print(f"{fname}: unreadable: {unreadable[fname]}")
-            indices = sorted(set(bad.get(fname, [])))
-            for index, why in _explain(fname, indices, readers.get(fname)):
-                print(f"{fname}: sample {index}: {why}")
+            for sample in sorted(bad.get(fname, [])):
+                print(sample.message)
     finally:
         for reader in readers.values():
             reader.close()
-    nbad = sum(len(set(v)) for v in bad.values())
+    nbad = sum(len(v) for v in bad.values())
     if unreadable or nbad or refused:
         print(f"FAILED: {nbad} bad sample(s), {len(unreadable)} unreadable file(s) and "
               f"{len(refused)} file(s) that could not be opened among {len(files)} file(s)",
@@ -297,42 +303,15 @@ def _open_reader(fname: str, check_data: bool):
 
 
 def _check_chunk(reader, start: int, count: int):
-    """Bad indices of one chunk, or the exception that stopped reading it."""
+    """The bad samples of one chunk, and the exception that stopped or followed the check
+    (a file's damaged metadata, or a failure to read), if any."""
+    found: list = []
     try:
-        return reader.verify(start, count)
+        for sample in reader.bad_samples(start, count):
+            found.append(sample)
     except (CorruptFileError, OSError) as exc:
-        return exc
-
-
-# Reading a bad sample again gives the reader's own diagnosis (which checksums disagree, or
-# where the file ends); past this many, the list alone is printed.
-_EXPLAIN_LIMIT = 100
-
-
-def _explain(fname: str, indices: List[int], unchecked):
-    """Yields (index, reason) for the bad samples of one file."""
-    if not indices:
-        return
-    from .reader import FileReader
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # already shown when the file was opened
-            reader = FileReader(fname, check_data=True)
-    except (CorruptFileError, OSError):  # e.g. a file cut short inside its data
-        reader = None
-    try:
-        for k, index in enumerate(indices):
-            reason = "checksum mismatch"
-            if k < _EXPLAIN_LIMIT:
-                try:
-                    (reader or unchecked).read_one(index)
-                except (CorruptFileError, OSError) as exc:
-                    reason = str(exc).replace(f"{fname}: sample {index}: ", "")
-            yield index, reason
-    finally:
-        if reader is not None:
-            reader.close()
+        return found, exc
+    return found, None
 
 
 # ---- cat, pack, unpack, convert ----------------------------------------------------------

@@ -18,14 +18,14 @@ import operator
 import os
 import threading
 import warnings
-from collections.abc import Sequence
-from typing import Any, Union
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple, Union
 
 import numpy as np
 
 from . import _lib, _paths
 from ._indices import index_array, one_index
-from .errors import E_SHORTBUF, CorruptFileError, FFRecordWarning
+from .errors import E_CHECKSUM, E_CORRUPT, E_SHORTBUF, CorruptFileError, FFRecordWarning
 
 PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 # Fixed-size samples are common: once a batch of at least _MIN_FIXED_EVIDENCE samples all had
@@ -34,6 +34,33 @@ PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 _MIN_FIXED_EVIDENCE = 8
 _MAX_GUESS = 256 << 20
 _SIZE_UNKNOWN, _SIZES_VARY = -1, -2
+# Bad samples are rare: a verification call has room for this many, and their messages.
+_VERIFY_PAGE = 256
+_VERIFY_TEXT = 64 << 10
+_REASONS = {E_CHECKSUM: "checksum", E_CORRUPT: "corrupt"}
+_METADATA = {_lib.METADATA_INTACT: "intact", _lib.METADATA_LEGACY: "legacy",
+             _lib.METADATA_DAMAGED: "damaged"}
+
+
+class BadSample(NamedTuple):
+    """A damaged sample found by ``FileReader.bad_samples``."""
+
+    index: int  #: in the dataset
+    reason: str  #: ``"checksum"`` (its bytes do not match their CRC-32) or ``"corrupt"``
+    message: str  #: the library's account of it, naming the file and the sample
+
+
+class FileInfo(NamedTuple):
+    """How one file of a dataset is stored, from ``FileReader.file_info``."""
+
+    path: str
+    samples: int  #: samples a reader shows
+    stored_samples: int  #: samples in the header, an LZ4 extension record included
+    compression: str  #: ``"none"`` or ``"lz4"``
+    header_bytes: int
+    data_bytes: int  #: sample data as stored (compressed, the extension record included)
+    file_bytes: int
+    metadata: str  #: ``"intact"``, ``"legacy"`` (checksum 0, old writer) or ``"damaged"``
 
 
 class FileReader:
@@ -62,7 +89,6 @@ class FileReader:
         self._closed = False
         self.n: int = self._query_u64(lib.dll.ffr_reader_len)
         self.fnames: list[str] = self._names(lib.dll)
-        self._file_counts: np.ndarray | None = None
         self._fixed_size = _SIZE_UNKNOWN
         for message in self._warnings(lib.dll):
             warnings.warn(message, FFRecordWarning, stacklevel=2)
@@ -165,54 +191,108 @@ class FileReader:
 
     # -- checking ---------------------------------------------------------------------
 
+    def bad_samples(self, start: int = 0, count: int | None = None) -> Iterator[BadSample]:
+        """Checks every sample in ``[start, start+count)`` (its place in its file, its CRC-32
+        and, compressed, that it decodes), whatever ``check_data`` is, and the metadata of
+        every file the range touches; yields a ``BadSample`` for each bad one, in order, with
+        the library's account of it. Damaged metadata raises ``CorruptFileError`` once every
+        sample has been checked.
+
+        >>> [(b.index, b.reason) for b in r.bad_samples()]   # doctest: +SKIP
+        [(2, 'checksum')]
+        """
+        for indices, reasons, messages in self._verify_pages(start, count, _VERIFY_TEXT):
+            for index, reason, message in zip(indices, reasons, messages):
+                yield BadSample(index, _REASONS.get(reason, "corrupt"), message)
+
     def verify(self, start: int = 0, count: int | None = None) -> list[int]:
-        """Checks metadata and every sample CRC in ``[start, start+count)``, whatever
-        ``check_data`` is; returns the dataset indices of bad samples.
+        """The dataset indices of the bad samples in ``[start, start+count)``: what
+        ``bad_samples`` finds, without the messages. ``CorruptFileError`` when a file's
+        metadata is damaged.
 
         >>> r.verify()                                  # doctest: +SKIP
         []
         """
-        start = operator.index(start)
-        start = start + self.n if start < 0 else start
-        if not 0 <= start <= self.n:
-            raise IndexError(f"start {start} out of range for {self.n} samples")
-        count = self.n - start if count is None else operator.index(count)
-        if count < 0:
-            raise ValueError(f"count must be >= 0, got {count}")
-        capacity = min(count, 1024)
-        while True:
-            bad = np.empty(max(capacity, 1), np.uint64)
-            nbad = ctypes.c_uint64()
-            dll, handle = self._live()
-            _lib.check(dll.ffr_reader_verify(handle, start, count, bad.ctypes.data, capacity,
-                                         ctypes.byref(nbad)))
-            if nbad.value <= capacity:
-                return bad[: nbad.value].tolist()
-            capacity = nbad.value
+        return [i for indices, _, _ in self._verify_pages(start, count, 0) for i in indices]
 
     def validate(self) -> None:
-        """Raises ``CorruptFileError`` naming the file and sample of the first bad sample.
+        """Raises ``CorruptFileError`` naming the file and sample of the first bad sample
+        (and how many there are), after checking the whole dataset.
 
         >>> r.validate()                                # doctest: +SKIP
         """
-        bad = self.verify()
-        if bad:
-            fname, local = self._locate(bad[0])
-            others = f" ({len(bad)} bad samples in all)" if len(bad) > 1 else ""
-            raise CorruptFileError(
-                f"{fname}: sample {local}: checksum mismatch (dataset index {bad[0]}){others}"
-            )
+        first, total = None, 0
+        for bad in self.bad_samples():
+            first = first or bad
+            total += 1
+        if first is not None:
+            more = f" ({total} bad samples in all)" if total > 1 else ""
+            raise CorruptFileError(first.message + more)
 
-    def _locate(self, index: int) -> tuple[str, int]:
-        """The file holding dataset index ``index`` and the index within that file."""
-        if self._file_counts is None:
-            counts = np.empty(len(self.fnames), np.uint64)
+    def _verify_pages(self, start: int, count: int | None,
+                      text_len: int) -> Iterator[tuple[list[int], list[int], list[str]]]:
+        """The library's verification a page at a time: bad indices, their reasons (status
+        codes) and, with ``text_len`` > 0, their messages. A damaged-metadata error is raised
+        after the last page."""
+        start, end = self._range(start, count)
+        indices = np.empty(_VERIFY_PAGE, np.uint64)
+        reasons = np.empty(_VERIFY_PAGE, np.int32)
+        text = ctypes.create_string_buffer(text_len) if text_len else None
+        nbad, next_ = ctypes.c_uint64(), ctypes.c_uint64()
+        damaged_metadata: Exception | None = None
+        while True:
             dll, handle = self._live()
-            _lib.check(dll.ffr_reader_file_counts(handle, counts.ctypes.data, len(counts)))
-            self._file_counts = np.cumsum(counts)
-        file_no = int(np.searchsorted(self._file_counts, index, side="right"))
-        first = int(self._file_counts[file_no - 1]) if file_no else 0
-        return self.fnames[file_no], index - first
+            status = dll.ffr_reader_verify(
+                handle, start, end - start, indices.ctypes.data, reasons.ctypes.data,
+                _VERIFY_PAGE, text, text_len, ctypes.byref(nbad), ctypes.byref(next_))
+            if status in (E_CHECKSUM, E_CORRUPT):
+                damaged_metadata = damaged_metadata or _lib.error_for(status)
+            else:
+                _lib.check(status)
+            k = nbad.value
+            messages = ([m.decode("utf-8", "replace") for m in text.raw.split(b"\0", k)[:k]]
+                        if text is not None else [""] * k)
+            yield indices[:k].tolist(), reasons[:k].tolist(), messages
+            if next_.value >= end:
+                break
+            start = next_.value
+        if damaged_metadata is not None:
+            raise damaged_metadata
+
+    def _range(self, start: int, count: int | None) -> tuple[int, int]:
+        """``[start, end)`` from a start (negative counts from the end) and a count; the
+        library judges the range, once it is sure to fit its 64-bit arguments."""
+        start = operator.index(start)
+        start = start + self.n if start < 0 else start
+        count = self.n - start if count is None else operator.index(count)
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
+        if not 0 <= start < 2**64 or count >= 2**64 - start:
+            raise IndexError(f"range [{start}, {start}+{count}) is beyond the dataset of "
+                             f"{self.n} samples")
+        return start, start + count
+
+    def file_info(self, k: int = 0) -> FileInfo:
+        """How file ``k`` of the dataset is stored (sample counts, sizes, compression and
+        what its metadata checksum says). The first call for a file checks its metadata.
+
+        >>> r.file_info().metadata                      # doctest: +SKIP
+        'intact'
+        """
+        k = operator.index(k)
+        k = k + len(self.fnames) if k < 0 else k
+        if not 0 <= k < len(self.fnames):
+            raise IndexError(f"file {k} out of range for {len(self.fnames)} files")
+        fields = np.zeros(_lib.INFO_FIELDS, np.uint64)
+        dll, handle = self._live()
+        _lib.check(dll.ffr_reader_file_info(handle, k, fields.ctypes.data, len(fields)))
+        f = fields.tolist()
+        return FileInfo(
+            path=self.fnames[k], samples=f[_lib.INFO_SAMPLES],
+            stored_samples=f[_lib.INFO_STORED],
+            compression="lz4" if f[_lib.INFO_COMPRESSION] == _lib.COMPRESS_LZ4 else "none",
+            header_bytes=f[_lib.INFO_HEADER_BYTES], data_bytes=f[_lib.INFO_DATA_BYTES],
+            file_bytes=f[_lib.INFO_FILE_BYTES], metadata=_METADATA[f[_lib.INFO_METADATA]])
 
     # -- lifetime ---------------------------------------------------------------------
 

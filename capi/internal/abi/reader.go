@@ -176,32 +176,94 @@ func batchArgs(fn string, handle int64, indices unsafe.Pointer, n uint64, sizes 
 	return r, idx, out, nil
 }
 
-// ReaderVerify implements ffr_reader_verify. When a file's metadata is damaged the core
-// still checks the samples, so bad and nbad are filled before that error is returned.
-func ReaderVerify(handle int64, start, count uint64, bad unsafe.Pointer, badCap uint64, nbad unsafe.Pointer) (status int32) {
+// ReaderVerify implements ffr_reader_verify: one page of the core's Verify, which stops at
+// the first bad sample the caller's arrays have no room for.
+func ReaderVerify(handle int64, start, count uint64, bad, reasons unsafe.Pointer, capacity uint64,
+	text unsafe.Pointer, textLen uintptr, nbad, next unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
 	const fn = "ffr_reader_verify"
 	r, err := readers.get(fn, handle)
 	if err != nil {
 		return fail(err)
 	}
-	dst, err := cArray[uint64](fn, "bad", bad, badCap)
+	indices, err := cArray[uint64](fn, "bad", bad, capacity)
+	if err != nil {
+		return fail(err)
+	}
+	classes, err := cArray[int32](fn, "reasons", reasons, capacity)
+	if err != nil {
+		return fail(err)
+	}
+	messages, err := cArray[byte](fn, "text", text, uint64(textLen))
 	if err != nil {
 		return fail(err)
 	}
 	if err := outPointer(fn, "nbad", nbad); err != nil {
 		return fail(err)
 	}
-	found := uint64(0)
-	err = r.Verify(start, count, func(i uint64) { // called in ascending order
-		if found < uint64(len(dst)) {
-			dst[found] = i
+	if err := outPointer(fn, "next", next); err != nil {
+		return fail(err)
+	}
+	found, used := uint64(0), 0
+	stop, stopped := start, false
+	err = r.Verify(start, count, func(b core.BadSample) bool {
+		msg := b.Err.Error()
+		if found == capacity || (messages != nil && len(msg) >= len(messages)-used) {
+			stop, stopped = b.Index, true
+			return false
+		}
+		indices[found], classes[found] = b.Index, statusOf(b.Err)
+		if messages != nil {
+			used += copy(messages[used:], msg)
+			messages[used] = 0
+			used++
 		}
 		found++
+		return true
 	})
-	*(*uint64)(nbad) = found
+	if !stopped && (err == nil || core.IsCorruption(err)) {
+		stop = start + count // a range accepted by the core does not overflow
+	}
+	*(*uint64)(nbad), *(*uint64)(next) = found, stop
+	switch {
+	case err != nil:
+		return fail(err)
+	case stopped && found == 0 && capacity > 0:
+		return failf(StatusShortBuf, fmt.Sprintf("%s: the message about sample %d does not fit a text buffer of %d bytes",
+			fn, stop, textLen))
+	}
+	return StatusOK
+}
+
+// ReaderFileInfo implements ffr_reader_file_info: the fields the caller has room for, in
+// the order of the FFR_INFO_* indices.
+func ReaderFileInfo(handle int64, i uint64, info unsafe.Pointer, ninfo uint64) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_file_info"
+	r, err := readers.get(fn, handle)
 	if err != nil {
 		return fail(err)
 	}
+	dst, err := cArray[uint64](fn, "info", info, ninfo)
+	if err != nil {
+		return fail(err)
+	}
+	if i >= uint64(len(r.Files())) {
+		return failf(StatusIndex, fmt.Sprintf("%s: file %d out of range [0, %d)", fn, i, len(r.Files())))
+	}
+	fi, err := r.FileInfo(int(i))
+	if err != nil {
+		return fail(err)
+	}
+	fields := [InfoFields]uint64{
+		InfoSamples:     fi.Samples,
+		InfoStored:      fi.Stored,
+		InfoCompression: uint64(fi.Compression),
+		InfoHeaderBytes: fi.HeaderBytes,
+		InfoDataBytes:   fi.DataBytes,
+		InfoFileBytes:   fi.FileBytes,
+		InfoMetadata:    uint64(fi.Metadata),
+	}
+	copy(dst, fields[:])
 	return StatusOK
 }

@@ -2,6 +2,8 @@ package abi
 
 import (
 	"bytes"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -166,8 +168,6 @@ func TestReaderIndexOutOfRange(t *testing.T) {
 	}
 	var needed uintptr
 	expect(t, StatusIndex, func() int32 { return ReaderFname(h, 1, nil, 0, unsafe.Pointer(&needed)) }, "file 1")
-	var nbad uint64
-	expect(t, StatusIndex, func() int32 { return ReaderVerify(h, 20, 6, nil, 0, unsafe.Pointer(&nbad)) })
 }
 
 func TestReaderBadArguments(t *testing.T) {
@@ -175,6 +175,7 @@ func TestReaderBadArguments(t *testing.T) {
 	h := openReader(t, 0, golden("basic.ffr"))
 	one := []uint64{1}
 	sizes := make([]uint64, 1)
+	reasons := make([]int32, 1)
 	dst := make([]byte, 8)
 	var out uint64
 	var needed uintptr
@@ -195,8 +196,22 @@ func TestReaderBadArguments(t *testing.T) {
 		{"fname", func() int32 { return ReaderFname(h, 0, ptr(dst), 8, nil) }, "needed is NULL"},
 		{"warnings", func() int32 { return ReaderWarnings(h, ptr(dst), 8, nil) }, "needed is NULL"},
 		{"file counts", func() int32 { return ReaderFileCounts(h, nil, 1) }, "counts is NULL"},
-		{"verify: nbad", func() int32 { return ReaderVerify(h, 0, 1, ptr(sizes), 1, nil) }, "nbad is NULL"},
-		{"verify: bad", func() int32 { return ReaderVerify(h, 0, 1, nil, 1, unsafe.Pointer(&out)) }, "bad is NULL"},
+		{"verify: nbad", func() int32 {
+			return ReaderVerify(h, 0, 1, ptr(sizes), ptr(reasons), 1, nil, 0, nil, unsafe.Pointer(&out))
+		}, "nbad is NULL"},
+		{"verify: next", func() int32 {
+			return ReaderVerify(h, 0, 1, ptr(sizes), ptr(reasons), 1, nil, 0, unsafe.Pointer(&out), nil)
+		}, "next is NULL"},
+		{"verify: bad", func() int32 {
+			return ReaderVerify(h, 0, 1, nil, ptr(reasons), 1, nil, 0, unsafe.Pointer(&out), unsafe.Pointer(&out))
+		}, "bad is NULL"},
+		{"verify: reasons", func() int32 {
+			return ReaderVerify(h, 0, 1, ptr(sizes), nil, 1, nil, 0, unsafe.Pointer(&out), unsafe.Pointer(&out))
+		}, "reasons is NULL"},
+		{"verify: text", func() int32 {
+			return ReaderVerify(h, 0, 1, nil, nil, 0, nil, 8, unsafe.Pointer(&out), unsafe.Pointer(&out))
+		}, "text is NULL"},
+		{"file info", func() int32 { return ReaderFileInfo(h, 0, nil, 2) }, "info is NULL"},
 		{"open: paths", func() int32 { return ReaderOpen(nil, 1, 0, unsafe.Pointer(&out)) }, "paths is NULL"},
 		{"open: a path", func() int32 {
 			return ReaderOpen(ptr([]unsafe.Pointer{cstr(golden("basic.ffr")), nil}), 2, 0, unsafe.Pointer(&out))
@@ -281,55 +296,189 @@ func TestReaderCorruptSample(t *testing.T) {
 	}
 
 	for _, h := range []int64{checked, unchecked} {
-		bad := []uint64{99, 99}
-		var nbad uint64
-		must(t, func() int32 { return ReaderVerify(h, 0, 25, ptr(bad), 2, unsafe.Pointer(&nbad)) })
-		if nbad != 1 || bad[0] != 2 || bad[1] != 99 {
-			t.Errorf("verify: nbad %d, bad %v; want 1, [2 99]", nbad, bad)
+		page := verifyOK(t, h, 0, 25, 2, 4096)
+		if !slices.Equal(page.bad, []uint64{2}) || !slices.Equal(page.reasons, []int32{StatusChecksum}) || page.next != 25 {
+			t.Errorf("verify: %+v; want bad [2], a checksum reason and next 25", page)
 		}
-		must(t, func() int32 { return ReaderVerify(h, 0, 25, nil, 0, unsafe.Pointer(&nbad)) })
-		if nbad != 1 {
-			t.Errorf("verify with no room: nbad %d, want 1", nbad)
+		if msg := page.messages[0]; !strings.Contains(msg, "corrupt_sample.ffr: sample 2: checksum mismatch: stored 0x") {
+			t.Errorf("message %q", msg)
 		}
-		must(t, func() int32 { return ReaderVerify(h, 3, 22, nil, 0, unsafe.Pointer(&nbad)) })
-		if nbad != 0 {
-			t.Errorf("verify of [3, 25): nbad %d, want 0", nbad)
+		if page := verifyOK(t, h, 0, 25, 0, 0); len(page.bad) != 0 || page.next != 2 {
+			t.Errorf("verify with no room: %+v; want nothing and next 2", page)
+		}
+		if page := verifyOK(t, h, 0, 25, 1, 0); !slices.Equal(page.bad, []uint64{2}) || page.messages != nil {
+			t.Errorf("verify without text: %+v; want bad [2] and no messages", page)
+		}
+		if page := verifyOK(t, h, 3, 22, 1, 100); len(page.bad) != 0 || page.next != 25 {
+			t.Errorf("verify of [3, 25): %+v", page)
 		}
 	}
 }
 
-func TestReaderVerifyCleanAndCapped(t *testing.T) {
-	noLeaks(t)
-	var nbad uint64 = 99
-	h := openReader(t, 0, golden("basic.ffr"))
-	must(t, func() int32 { return ReaderVerify(h, 0, 25, nil, 0, unsafe.Pointer(&nbad)) })
-	if nbad != 0 {
-		t.Errorf("basic.ffr: nbad %d", nbad)
+// verifyPage is what one ReaderVerify call filled in.
+type verifyPage struct {
+	bad      []uint64
+	reasons  []int32
+	messages []string // nil when no text buffer was given
+	next     uint64
+}
+
+// verifyCall calls ReaderVerify with room for capacity bad samples and textLen bytes of
+// messages.
+func verifyCall(h int64, start, count, capacity uint64, textLen int) (verifyPage, result) {
+	bad, reasons, text := make([]uint64, capacity), make([]int32, capacity), make([]byte, textLen)
+	var nbad, next uint64
+	r := call(func() int32 {
+		return ReaderVerify(h, start, count, ptr(bad), ptr(reasons), capacity, ptr(text), uintptr(textLen),
+			unsafe.Pointer(&nbad), unsafe.Pointer(&next))
+	})
+	page := verifyPage{bad: bad[:nbad], reasons: reasons[:nbad], next: next}
+	if textLen > 0 {
+		page.messages = strings.SplitN(string(text), "\x00", int(nbad)+1)[:nbad]
 	}
-	// Three damaged files in one reader: the bad indices come back sorted, capped at the
-	// room given, and counted in full.
+	return page, r
+}
+
+// verifyOK is verifyCall that must succeed.
+func verifyOK(t *testing.T, h int64, start, count, capacity uint64, textLen int) verifyPage {
+	t.Helper()
+	page, r := verifyCall(h, start, count, capacity, textLen)
+	if r.status != StatusOK {
+		t.Fatalf("verify [%d, %d+%d): status %d: %s", start, start, count, r.status, r.msg)
+	}
+	return page
+}
+
+func TestReaderVerifyClean(t *testing.T) {
+	noLeaks(t)
+	h := openReader(t, 0, golden("basic.ffr"))
+	if page := verifyOK(t, h, 0, 25, 4, 100); len(page.bad) != 0 || page.next != 25 {
+		t.Errorf("basic.ffr: %+v", page)
+	}
+}
+
+// TestReaderVerifyPages takes the bad samples of three damaged files one page at a time,
+// the pages cut short by the room for indices or for messages.
+func TestReaderVerifyPages(t *testing.T) {
+	noLeaks(t)
 	c := golden("corrupt_sample.ffr")
-	h3 := openReader(t, 0, c, c, c)
-	bad := make([]uint64, 2)
-	must(t, func() int32 { return ReaderVerify(h3, 0, 75, ptr(bad), 2, unsafe.Pointer(&nbad)) })
-	if nbad != 3 || !slices.Equal(bad, []uint64{2, 27}) {
-		t.Errorf("nbad %d, bad %v; want 3, [2 27]", nbad, bad)
+	h := openReader(t, 0, c, c, c)
+	var lengths []int
+	for _, msg := range verifyOK(t, h, 0, 75, 3, 4096).messages {
+		lengths = append(lengths, len(msg))
+	}
+	if len(lengths) != 3 || lengths[1] != lengths[2] {
+		t.Fatalf("message lengths %v: want three, the last two alike", lengths)
+	}
+	for _, tt := range []struct {
+		name     string
+		capacity uint64
+		textLen  int
+		pages    [][]uint64
+	}{
+		{"one index", 1, 4096, [][]uint64{{2}, {27}, {52}}},
+		{"two indices", 2, 4096, [][]uint64{{2, 27}, {52}}},
+		{"room for all", 3, 4096, [][]uint64{{2, 27, 52}}},
+		{"text for one message", 3, lengths[0] + 1 + lengths[1], [][]uint64{{2}, {27}, {52}}},
+		{"text for two messages", 3, lengths[0] + 1 + lengths[1] + 1, [][]uint64{{2, 27}, {52}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			next := uint64(0)
+			for k, want := range tt.pages {
+				page := verifyOK(t, h, next, 75-next, tt.capacity, tt.textLen)
+				if !slices.Equal(page.bad, want) || len(page.messages) != len(want) {
+					t.Fatalf("page %d from %d: %+v, want bad %v", k, next, page, want)
+				}
+				for i, msg := range page.messages {
+					if !strings.Contains(msg, fmt.Sprintf(": sample %d: checksum mismatch", want[i]%25)) {
+						t.Errorf("page %d: message %q is not about sample %d", k, msg, want[i])
+					}
+				}
+				next = page.next
+			}
+			if next != 75 {
+				t.Fatalf("next %d after the last page, want 75", next)
+			}
+		})
+	}
+	page, r := verifyCall(h, 0, 75, 3, lengths[0]) // no room for a message and its NUL
+	if r.status != StatusShortBuf || len(page.bad) != 0 || page.next != 2 || !strings.Contains(r.msg, "sample 2") {
+		t.Errorf("text too short for one message: status %d (%s), %+v", r.status, r.msg, page)
+	}
+}
+
+// TestReaderVerifyRange: a range beyond the dataset is FFR_E_INDEX however start+count
+// overflows 64 bits.
+func TestReaderVerifyRange(t *testing.T) {
+	noLeaks(t)
+	h := openReader(t, 0, golden("corrupt_sample.ffr"))
+	const huge = math.MaxUint64
+	for _, tt := range []struct {
+		start, count uint64
+		ok           bool
+	}{
+		{0, 25, true}, {25, 0, true}, {24, 1, true}, {0, 0, true},
+		{0, 26, false}, {25, 1, false}, {26, 0, false}, {1, huge, false}, {huge, 1, false},
+		{huge, huge, false}, {0, huge, false}, {2, huge - 1, false},
+	} {
+		page, r := verifyCall(h, tt.start, tt.count, 4, 0)
+		switch {
+		case tt.ok && (r.status != StatusOK || page.next != tt.start+tt.count):
+			t.Errorf("[%d, %d+%d): status %d (%s), next %d", tt.start, tt.start, tt.count, r.status, r.msg, page.next)
+		case !tt.ok && (r.status != StatusIndex || len(page.bad) != 0):
+			t.Errorf("[%d, %d+%d): status %d, %+v; want FFR_E_INDEX and nothing", tt.start, tt.start, tt.count, r.status, page)
+		}
 	}
 }
 
 // TestReaderVerifyDamagedMetadata: the samples are still checked, and reported, before
-// the metadata error comes back.
+// the metadata error comes back, on every page that covers the file.
 func TestReaderVerifyDamagedMetadata(t *testing.T) {
 	noLeaks(t)
 	h := openReader(t, 0, golden("corrupt_header.ffr")) // offsets[1] has a flipped bit
-	bad := []uint64{99, 99, 99}
-	var nbad uint64
-	expect(t, StatusChecksum, func() int32 { return ReaderVerify(h, 0, 25, ptr(bad), 3, unsafe.Pointer(&nbad)) },
-		"corrupt_header.ffr", "metadata")
-	// Moving the boundary between samples 0 and 1 spoils both of them.
-	if nbad != 2 || !slices.Equal(bad, []uint64{0, 1, 99}) {
-		t.Errorf("nbad %d, bad %v; want 2, [0 1 99]", nbad, bad)
+	for range 2 {
+		page, r := verifyCall(h, 0, 25, 3, 4096)
+		if r.status != StatusChecksum || !strings.Contains(r.msg, "corrupt_header.ffr") || !strings.Contains(r.msg, "metadata") {
+			t.Fatalf("status %d (%s), want the metadata checksum error", r.status, r.msg)
+		}
+		// Moving the boundary between samples 0 and 1 spoils both of them.
+		if !slices.Equal(page.bad, []uint64{0, 1}) || page.next != 25 {
+			t.Errorf("%+v; want bad [0 1] and next 25", page)
+		}
 	}
+}
+
+func TestReaderFileInfo(t *testing.T) {
+	noLeaks(t)
+	lz4 := filepath.Join(t.TempDir(), "z.ffr")
+	writeFile(t, lz4, 2, CompressLZ4, [][]byte{make([]byte, 4000), []byte("x")})
+	h := openReader(t, 0, golden("basic.ffr"), lz4, golden("legacy_zero_checksum.ffr"))
+	size := func(path string) uint64 {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uint64(st.Size())
+	}
+	for i, want := range [][InfoFields]uint64{
+		{25, 25, uint64(CompressNone), 12 + 12*25, size(golden("basic.ffr")) - 312, size(golden("basic.ffr")), MetadataIntact},
+		{2, 3, uint64(CompressLZ4), 12 + 12*3, size(lz4) - 48, size(lz4), MetadataIntact},
+		{25, 25, uint64(CompressNone), 312, size(golden("legacy_zero_checksum.ffr")) - 312,
+			size(golden("legacy_zero_checksum.ffr")), MetadataLegacy},
+	} {
+		got := make([]uint64, InfoFields+1)
+		got[InfoFields] = 99
+		must(t, func() int32 { return ReaderFileInfo(h, uint64(i), ptr(got), uint64(len(got))) })
+		if !slices.Equal(got[:InfoFields], want[:]) || got[InfoFields] != 99 {
+			t.Errorf("file %d: %v, want %v and the extra entry left alone", i, got, want)
+		}
+	}
+	two := make([]uint64, 2)
+	must(t, func() int32 { return ReaderFileInfo(h, 1, ptr(two), 2) })
+	if !slices.Equal(two, []uint64{2, 3}) {
+		t.Errorf("two fields: %v", two)
+	}
+	expect(t, StatusIndex, func() int32 { return ReaderFileInfo(h, 3, ptr(two), 2) }, "file 3")
 }
 
 func TestReaderTruncatedData(t *testing.T) {
@@ -398,7 +547,10 @@ func TestReaderHandles(t *testing.T) {
 		"warnings": func(h int64) int32 { return ReaderWarnings(h, nil, 0, unsafe.Pointer(&needed)) },
 		"sizes":    func(h int64) int32 { return ReaderSizes(h, ptr(one), 1, unsafe.Pointer(&out)) },
 		"read":     func(h int64) int32 { return ReaderReadBatch(h, ptr(one), 1, nil, 0, unsafe.Pointer(&out)) },
-		"verify":   func(h int64) int32 { return ReaderVerify(h, 0, 1, nil, 0, unsafe.Pointer(&out)) },
+		"verify": func(h int64) int32 {
+			return ReaderVerify(h, 0, 1, nil, nil, 0, nil, 0, unsafe.Pointer(&out), unsafe.Pointer(&out))
+		},
+		"info": func(h int64) int32 { return ReaderFileInfo(h, 0, nil, 0) },
 	}
 	for name, f := range calls {
 		expect(t, StatusClosed, func() int32 { return f(h) }, "closed")

@@ -32,6 +32,25 @@ const (
 	CompressLZ4  int32 = 1
 )
 
+// The fields of ffr_reader_file_info and the values of its metadata field, mirrored from
+// ffrecord.h.
+const (
+	InfoSamples = iota
+	InfoStored
+	InfoCompression
+	InfoHeaderBytes
+	InfoDataBytes
+	InfoFileBytes
+	InfoMetadata
+	InfoFields
+)
+
+const (
+	MetadataIntact  = uint64(core.MetadataIntact)
+	MetadataLegacy  = uint64(core.MetadataLegacy)
+	MetadataDamaged = uint64(core.MetadataDamaged)
+)
+
 // callError is a failure detected by this layer itself (bad handle, NULL pointer, ...),
 // which carries its status directly.
 type callError struct {

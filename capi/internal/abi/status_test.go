@@ -38,6 +38,18 @@ func TestHeaderConstants(t *testing.T) {
 		"FFR_DIRECT":        int64(FlagDirect),
 		"FFR_COMPRESS_NONE": int64(CompressNone),
 		"FFR_COMPRESS_LZ4":  int64(CompressLZ4),
+
+		"FFR_INFO_SAMPLES":      InfoSamples,
+		"FFR_INFO_STORED":       InfoStored,
+		"FFR_INFO_COMPRESSION":  InfoCompression,
+		"FFR_INFO_HEADER_BYTES": InfoHeaderBytes,
+		"FFR_INFO_DATA_BYTES":   InfoDataBytes,
+		"FFR_INFO_FILE_BYTES":   InfoFileBytes,
+		"FFR_INFO_METADATA":     InfoMetadata,
+		"FFR_INFO_FIELDS":       InfoFields,
+		"FFR_METADATA_INTACT":   int64(MetadataIntact),
+		"FFR_METADATA_LEGACY":   int64(MetadataLegacy),
+		"FFR_METADATA_DAMAGED":  int64(MetadataDamaged),
 	}
 	define := regexp.MustCompile(`(?m)^#define\s+(FFR_\w+)\s+(-?\d+)u?\b`)
 	got := map[string]int64{}

@@ -1,0 +1,53 @@
+package core
+
+import (
+	"fmt"
+)
+
+// MetadataState is what a file's metadata checksum says.
+type MetadataState int
+
+const (
+	// MetadataIntact: the stored checksum matches the header (and a compressed file's
+	// extension record matches its own checksum).
+	MetadataIntact MetadataState = iota
+	// MetadataLegacy: the stored checksum is 0, the mark of files from old writers; the
+	// header is read without that check.
+	MetadataLegacy
+	// MetadataDamaged: a checksum does not match; Verify reports why.
+	MetadataDamaged
+)
+
+// FileInfo describes one file of a dataset as it is stored.
+type FileInfo struct {
+	Path        string
+	Samples     uint64 // samples a reader shows
+	Stored      uint64 // samples in the header, a compressed file's extension record included
+	Compression Compression
+	HeaderBytes uint64 // the header: checksums and offsets
+	DataBytes   uint64 // sample data as stored (compressed, the extension record included)
+	FileBytes   uint64
+	Metadata    MetadataState
+}
+
+// FileInfo describes file k of the dataset (0 <= k < len(Files())). Its metadata is
+// checked the first time a file is asked about or verified, once per Reader.
+func (r *Reader) FileInfo(k int) (FileInfo, error) {
+	if err := r.acquire(); err != nil {
+		return FileInfo{}, err
+	}
+	defer r.mu.RUnlock()
+	if k < 0 || k >= len(r.files) {
+		return FileInfo{}, fmt.Errorf("%w: file %d of a dataset of %d files", ErrIndex, k, len(r.files))
+	}
+	f := r.files[k]
+	info := FileInfo{
+		Path: f.path, Samples: f.samples(), Stored: f.stored, Compression: CompressNone,
+		HeaderBytes: f.header, DataBytes: f.size - f.header, FileBytes: f.size,
+		Metadata: r.metadata(k).state,
+	}
+	if f.ext != nil {
+		info.Compression = CompressLZ4
+	}
+	return info, nil
+}
