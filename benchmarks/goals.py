@@ -1,4 +1,4 @@
-"""The goals of issue 6, judged against this run's figures (and the reference's constants)."""
+"""The speed goals, judged against this run's figures (and the reference's constants)."""
 
 from __future__ import annotations
 

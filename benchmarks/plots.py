@@ -20,7 +20,7 @@ def _bars(ax, groups: list[tuple[str, dict[str, float]]], ylabel: str, title: st
         xs = [i + j * width for i, (_, values) in enumerate(groups) if name in values]
         ys = [values[name] for _, values in groups if name in values]
         style = _REF_STYLE if name == "reference" else {"color": _COLORS.get(name, "#bcbd22")}
-        label = "reference (NOTES.md, measured separately)" if name == "reference" else name
+        label = "reference (measured separately)" if name == "reference" else name
         ax.bar(xs, ys, width, label=label, **style)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(groups))], [g for g, _ in groups])
     ax.set_yscale("log")

