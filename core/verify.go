@@ -10,8 +10,13 @@ import (
 )
 
 // verifyWindow is how much sample data Verify reads per system call: runs of adjacent
-// samples are read together, so checking a file streams it at disk speed.
-const verifyWindow = 8 << 20
+// samples are read together, so checking a file streams it at disk speed. Each call starts
+// with runs of firstVerifyRun bytes and doubles them up to the window, so that a caller
+// stopping after a few bad samples (a page at a time) has not read megabytes past them.
+const (
+	verifyWindow   = 8 << 20
+	firstVerifyRun = 64 << 10
+)
 
 // verifyWindows keeps read buffers between calls: a caller taking bad samples a page at a
 // time calls Verify many times.
@@ -66,7 +71,12 @@ func (r *Reader) Verify(start, count uint64, bad func(BadSample) bool) error {
 		var where int64 = -1
 		err := withFaultGuard(func() (string, int64) { return f.path, where }, func() error {
 			return f.verifySamples(lo-base, hi-base, window, &where, func(local uint64, why error) bool {
-				stopped = !bad(BadSample{Index: base + local, Err: sampleError(why, base+local, local)})
+				fault, ok := why.(*sampleFault)
+				if !ok {
+					fault = &sampleFault{detail: why}
+				}
+				fault.path, fault.local, fault.global = f.path, local, base+local
+				stopped = !bad(BadSample{Index: base + local, Err: fault})
 				return !stopped
 			})
 		})
@@ -132,7 +142,8 @@ func (f *dataFile) verifyMetadata() error {
 // and why until report returns false; window is its read buffer, verifyWindow bytes.
 func (f *dataFile) verifySamples(lo, hi uint64, window []byte, where *int64, report func(uint64, error) bool) error {
 	var decoded []byte
-	for i := lo; i < hi; {
+	run := uint64(firstVerifyRun)
+	for i := lo; i < hi; run = min(2*run, verifyWindow) {
 		*where = int64(i)
 		off, end, err := f.span(i)
 		if err != nil {
@@ -153,23 +164,23 @@ func (f *dataFile) verifySamples(lo, hi uint64, window []byte, where *int64, rep
 			i++
 			continue
 		}
-		// Gather the run of adjacent samples that fits the window.
+		// Gather the run of adjacent samples that fits the run's size (at least one sample).
 		j, runEnd := i+1, end
 		for ; j < hi; j++ {
 			o, e, err := f.span(j)
-			if err != nil || o != runEnd || e-off > verifyWindow {
+			if err != nil || o != runEnd || e-off > run {
 				break
 			}
 			runEnd = e
 		}
-		run := window[:runEnd-off]
-		if err := preadFull(f, run, off); err != nil {
+		data := window[:runEnd-off]
+		if err := preadFull(f, data, off); err != nil {
 			return err
 		}
 		for ; i < j; i++ {
 			*where = int64(i)
 			o, e, _ := f.span(i)
-			if why := f.storedProblem(i, run[o-off:e-off], &decoded); why != nil && !report(i, why) {
+			if why := f.storedProblem(i, data[o-off:e-off], &decoded); why != nil && !report(i, why) {
 				return nil
 			}
 		}
@@ -233,9 +244,37 @@ func (f *dataFile) verifyLarge(i, off, end uint64, window []byte) (why, err erro
 	return nil, nil
 }
 
-// checksumMismatch is the error for sample i whose stored bytes have CRC-32 got.
+// checksumMismatch is why sample i, whose stored bytes have CRC-32 got, is bad; Verify
+// fills in where the sample is.
 func (f *dataFile) checksumMismatch(i uint64, got uint32) error {
-	return errorf(f.path, int64(i), ErrChecksum, "stored 0x%08x, computed 0x%08x", f.checksum(i), got)
+	return &sampleFault{stored: f.checksum(i), computed: got}
+}
+
+// sampleFault is why a sample of the dataset is bad. It keeps what was found and words it
+// only when asked: verifying a badly damaged file finds many bad samples, and a caller that
+// only counts them never reads a message.
+type sampleFault struct {
+	path          string
+	local, global uint64 // the sample's index in its file and in the dataset
+	// detail is the error found, or nil for the common case: a checksum mismatch between
+	// stored and computed.
+	detail           error
+	stored, computed uint32
+}
+
+func (e *sampleFault) Error() string {
+	err := e.detail
+	if err == nil {
+		err = errorf(e.path, int64(e.local), ErrChecksum, "stored 0x%08x, computed 0x%08x", e.stored, e.computed)
+	}
+	return sampleError(err, e.global, e.local).Error()
+}
+
+func (e *sampleFault) Unwrap() error {
+	if e.detail == nil {
+		return ErrChecksum
+	}
+	return e.detail
 }
 
 // rawSizeMismatch is the error for a raw sample i of a compressed file stored in a size

@@ -34,9 +34,11 @@ PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 _MIN_FIXED_EVIDENCE = 8
 _MAX_GUESS = 256 << 20
 _SIZE_UNKNOWN, _SIZES_VARY = -1, -2
-# Bad samples are rare: a verification call has room for this many, and their messages.
+# Bad samples are rare: a verification call first has room for _VERIFY_PAGE of them (and
+# _VERIFY_TEXT bytes of their messages); each full page doubles the room, up to 64 times.
 _VERIFY_PAGE = 256
 _VERIFY_TEXT = 64 << 10
+_VERIFY_GROWTH = 64
 _REASONS = {E_CHECKSUM: "checksum", E_CORRUPT: "corrupt"}
 _METADATA = {_lib.METADATA_INTACT: "intact", _lib.METADATA_LEGACY: "legacy",
              _lib.METADATA_DAMAGED: "damaged"}
@@ -235,16 +237,16 @@ class FileReader:
         codes) and, with ``text_len`` > 0, their messages. A damaged-metadata error is raised
         after the last page."""
         start, end = self._range(start, count)
-        indices = np.empty(_VERIFY_PAGE, np.uint64)
-        reasons = np.empty(_VERIFY_PAGE, np.int32)
-        text = ctypes.create_string_buffer(text_len) if text_len else None
+        page = _VERIFY_PAGE
         nbad, next_ = ctypes.c_uint64(), ctypes.c_uint64()
         damaged_metadata: Exception | None = None
         while True:
+            indices, reasons = np.empty(page, np.uint64), np.empty(page, np.int32)
+            text = ctypes.create_string_buffer(text_len) if text_len else None
             dll, handle = self._live()
             status = dll.ffr_reader_verify(
-                handle, start, end - start, indices.ctypes.data, reasons.ctypes.data,
-                _VERIFY_PAGE, text, text_len, ctypes.byref(nbad), ctypes.byref(next_))
+                handle, start, end - start, indices.ctypes.data, reasons.ctypes.data, page,
+                text, text_len, ctypes.byref(nbad), ctypes.byref(next_))
             if status in (E_CHECKSUM, E_CORRUPT):
                 damaged_metadata = damaged_metadata or _lib.error_for(status)
             else:
@@ -256,6 +258,8 @@ class FileReader:
             if next_.value >= end:
                 break
             start = next_.value
+            if page < _VERIFY_PAGE * _VERIFY_GROWTH:  # a full page: bad samples are not rare
+                page, text_len = 2 * page, 2 * text_len
         if damaged_metadata is not None:
             raise damaged_metadata
 
