@@ -234,3 +234,10 @@ def test_verify_progress_bar_on_request(capsys, golden):
     assert status == EXIT_OK and "verify" in err and "25/25" in err
     status, out, err = run(capsys, "verify", "--no-progress", golden / "basic.ffr")
     assert err == ""
+
+
+def test_os_errors_name_the_file_once(capsys, golden):
+    inside = golden / "basic.ffr" / "x.ffr"  # a file used as a directory: ENOTDIR
+    status, _, err = run(capsys, "cat", inside, "0")
+    assert status == EXIT_OS
+    assert err.count(str(inside)) == 1 and "not a directory" in err and "[Errno" not in err

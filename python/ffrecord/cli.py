@@ -86,8 +86,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _fail(prog: str, exc: BaseException, status: int) -> int:
-    print(f"{prog}: error: {exc}", file=sys.stderr)
+    print(f"{prog}: error: {_message(exc)}", file=sys.stderr)
     return status
+
+
+def _message(exc: BaseException) -> str:
+    """What went wrong, once: an ``OSError`` whose text already names its file (the library's
+    messages do) is shown without Python's ``[Errno N] …: 'file'`` around it."""
+    if isinstance(exc, OSError) and exc.strerror and exc.filename and \
+            os.fsdecode(exc.filename) in exc.strerror:
+        return exc.strerror
+    return str(exc)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -254,9 +263,9 @@ def _verify(args: argparse.Namespace) -> int:
             try:
                 readers[fname] = _open_reader(fname, check_data=False)
             except CorruptFileError as exc:
-                unreadable[fname] = str(exc)
+                unreadable[fname] = _message(exc)
             except OSError as exc:  # permission denied, vanished, no descriptors left...
-                refused[fname] = str(exc)
+                refused[fname] = _message(exc)
         chunks = [(fname, start, min(_VERIFY_CHUNK, len(r) - start))
                   for fname, r in readers.items() for start in range(0, len(r), _VERIFY_CHUNK)]
         nsamples = sum(c[2] for c in chunks)
@@ -267,7 +276,7 @@ def _verify(args: argparse.Namespace) -> int:
                     lambda c: (c, _check_chunk(readers[c[0]], c[1], c[2])), chunks):
                 bad.setdefault(fname, []).extend(found)
                 if failure is not None:
-                    unreadable.setdefault(fname, str(failure))
+                    unreadable.setdefault(fname, _message(failure))
                 bar.update(count)
         for fname in files:  # report in file order, each problem once
             if fname in refused:
