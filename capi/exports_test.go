@@ -76,7 +76,7 @@ func TestFromC(t *testing.T) {
 	if err != nil {
 		t.Fatalf("smoke: %v\n%s%s", err, stdout, stderr.String())
 	}
-	for _, line := range []string{"version ok", "read 25 samples", "write ok", "per-thread errors ok", "handles ok", "errno ok"} {
+	for _, line := range []string{"version ok", "read 25 samples", "verify ok", "write ok", "per-thread errors ok", "handles ok", "errno ok"} {
 		if !strings.Contains(string(stdout), line) {
 			t.Errorf("output lacks %q:\n%s", line, stdout)
 		}

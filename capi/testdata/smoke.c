@@ -69,6 +69,17 @@ int main(int argc, char **argv) {
     CHECK(ffr_reader_read_batch(h, indices, n, data, total, sizes) == FFR_OK, "read");
     printf("read %llu samples, %llu bytes\n", (unsigned long long)n, (unsigned long long)total);
 
+    uint64_t info[FFR_INFO_FIELDS], bad[4], nbad = 99, next = 0;
+    int32_t reasons[4];
+    char text[1024];
+    CHECK(ffr_reader_file_info(h, 0, info, FFR_INFO_FIELDS) == FFR_OK, "file info");
+    CHECK(info[FFR_INFO_SAMPLES] == n && info[FFR_INFO_METADATA] == FFR_METADATA_INTACT, "info fields");
+    CHECK(ffr_reader_verify(h, 0, n, bad, reasons, 4, text, sizeof text, &nbad, &next) == FFR_OK, "verify");
+    CHECK(nbad == 0 && next == n, "verify: %llu bad, next %llu", (unsigned long long)nbad, (unsigned long long)next);
+    CHECK(ffr_reader_verify(h, 1, UINT64_MAX, bad, reasons, 4, NULL, 0, &nbad, &next) == FFR_E_INDEX,
+          "verify past the end");
+    puts("verify ok");
+
     int64_t w;
     CHECK(ffr_writer_create(argv[3], n, FFR_COMPRESS_NONE, &w) == FFR_OK, "create");
     CHECK(ffr_writer_create(argv[3], n, FFR_COMPRESS_NONE, NULL) == FFR_E_INVALID, "NULL handle");
