@@ -193,8 +193,8 @@ int32_t ffr_reader_file_info(int64_t handle, uint64_t i, uint64_t *info, uint64_
  * message (file, sample, detail) NUL-terminated after the k-1 before it in text. *nbad
  * receives how many were written.
  *
- * The check stops at a bad sample that finds no room (cap entries written already, or its
- * message longer than what is left of text), and *next receives where it stopped: that
+ * The check stops at a bad sample that finds no room (cap entries written already, or too
+ * little of text left for its message and NUL), and *next receives where it stopped: that
  * sample's index, else start+count. A call from *next goes on without checking anything
  * twice, so any number of bad samples can be had a page at a time; with cap 0 the call
  * stops at the first bad sample. text may be NULL with text_len 0 to leave messages out;
