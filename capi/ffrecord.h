@@ -62,11 +62,13 @@ extern "C" {
 /* Writer compression (see core's format spec for the extension record). */
 #define FFR_COMPRESS_NONE 0
 #define FFR_COMPRESS_LZ4  1
+#define FFR_COMPRESS_ZSTD 2 /* Zstandard frames; same extension record, codec 2 */
 
 /* Fields of ffr_reader_file_info: indices into its info array. */
 #define FFR_INFO_SAMPLES      0 /* samples a reader shows                                    */
 #define FFR_INFO_STORED       1 /* samples in the header, an extension record included      */
-#define FFR_INFO_COMPRESSION  2 /* FFR_COMPRESS_LZ4 when the extension record is present     */
+#define FFR_INFO_COMPRESSION  2 /* FFR_COMPRESS_LZ4 or _ZSTD with an extension record (the  *
+                                 * codec of its compressed samples: LZ4 when none shrank)     */
 #define FFR_INFO_HEADER_BYTES 3 /* bytes of the header (checksums and offsets)               */
 #define FFR_INFO_DATA_BYTES   4 /* bytes of sample data as stored (compressed, the record)   */
 #define FFR_INFO_FILE_BYTES   5 /* bytes of the file                                         */
@@ -184,6 +186,18 @@ int32_t ffr_reader_read_batch(int64_t handle, const uint64_t *indices, uint64_t 
  * it) checks its metadata, one pass over its header; later ones reuse the answer.
  * FFR_E_INDEX when i >= nfiles. */
 int32_t ffr_reader_file_info(int64_t handle, uint64_t i, uint64_t *info, uint64_t ninfo);
+
+/* Reads n byte ranges of samples into dst, back to back in the order given: triples[3k],
+ * triples[3k+1], triples[3k+2] are the sample index, the offset of the first byte and the
+ * length of range k, in the bytes ffr_reader_read_batch returns for that sample. Only the
+ * bytes asked for are read from an uncompressed sample; a compressed sample is read and
+ * decompressed whole. A range covering a whole sample is CRC-checked with FFR_CHECK_DATA;
+ * a partial range of an uncompressed sample cannot be (the CRC covers the whole sample)
+ * and is returned as stored. A range ending past the end of its sample, or an index past
+ * the dataset, is FFR_E_INDEX (the message names both); dst_len smaller than the lengths
+ * add up to is FFR_E_SHORTBUF. Nothing is read when the call fails that way. */
+int32_t ffr_reader_read_ranges(int64_t handle, const uint64_t *triples, uint64_t n, void *dst,
+                               uint64_t dst_len);
 
 /* Checks, whatever the reader's flags, the samples in [start, start+count) in ascending
  * order (each one's place in its file, its CRC-32 and, when compressed, that it decodes to

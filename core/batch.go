@@ -115,18 +115,24 @@ func (r *Reader) ReadBatch(indices []uint64, dst []byte, sizes []uint64) error {
 				io.ErrShortBuffer, ErrInvalid, total, len(dst))
 		}
 		dst = dst[:total]
-		if r.opts.Direct || !r.resident(b.items) {
-			if err := r.readCold(b, dst, r.opts.Direct); err != nil {
-				return err
-			}
-		} else {
-			for k := range b.items {
-				it := &b.items[k]
-				it.src = it.file.data[it.off:it.end]
-			}
+		if err := r.fetch(b, dst); err != nil {
+			return err
 		}
 		return r.deliverAll(b.items, dst, &cur)
 	})
+}
+
+// fetch brings the stored bytes [off, end) of every planned item into memory and sets its
+// src: in place in dst when inPlace, else wherever they can be read.
+func (r *Reader) fetch(b *batch, dst []byte) error {
+	if r.opts.Direct || !r.resident(b.items) {
+		return r.readCold(b, dst, r.opts.Direct)
+	}
+	for k := range b.items {
+		it := &b.items[k]
+		it.src = it.file.data[it.off:it.end]
+	}
+	return nil
 }
 
 // faultAt is the withFaultGuard location of the batch item *cur points to, or of the file

@@ -42,12 +42,23 @@ func baseLayout(t *testing.T, path string) [][]byte {
 	return samples
 }
 
-func TestLZ4FileFollowsTheBaseFormat(t *testing.T) {
+func TestCompressedFileFollowsTheBaseFormat(t *testing.T) {
+	for _, tc := range []struct {
+		compression Compression
+		codec       byte
+	}{{CompressLZ4, codecLZ4}, {CompressZstd, codecZstd}} {
+		t.Run(tc.compression.String(), func(t *testing.T) { testCompressedFile(t, tc.compression, tc.codec) })
+	}
+}
+
+func testCompressedFile(t *testing.T, compression Compression, codec byte) {
 	rng := rand.New(rand.NewPCG(11, 11))
 	samples := randomSamples(rng, 200, 40000)
-	samples = append(samples, nil, bytes.Repeat([]byte{7}, 3<<20))
+	// Small compressible samples too: Zstandard frames of a few hundred bytes or less
+	// do not declare their size.
+	samples = append(samples, nil, bytes.Repeat([]byte{7}, 3<<20), bytes.Repeat([]byte("ab"), 40))
 	path := tempPath(t, "c.ffr")
-	writeSamples(t, path, samples, WriterOptions{Compression: CompressLZ4})
+	writeSamples(t, path, samples, WriterOptions{Compression: compression})
 
 	stored := baseLayout(t, path)
 	if len(stored) != len(samples)+1 {
@@ -59,13 +70,13 @@ func TestLZ4FileFollowsTheBaseFormat(t *testing.T) {
 	}
 	raw, compressed := 0, 0
 	for i, s := range samples {
-		switch codec := rec[extSizesAt+8*len(samples)+i]; {
-		case codec == codecRaw && bytes.Equal(stored[i], s):
+		switch got := rec[extSizesAt+8*len(samples)+i]; {
+		case got == codecRaw && bytes.Equal(stored[i], s):
 			raw++
-		case codec == codecLZ4 && len(stored[i]) < len(s):
+		case got == codec && len(stored[i]) < len(s):
 			compressed++
 		default:
-			t.Fatalf("sample %d: codec %d, stored %d bytes for %d", i, codec, len(stored[i]), len(s))
+			t.Fatalf("sample %d: codec %d, stored %d bytes for %d", i, got, len(stored[i]), len(s))
 		}
 		if got := binary.LittleEndian.Uint64(rec[extSizesAt+8*i:]); got != uint64(len(s)) {
 			t.Fatalf("sample %d: recorded size %d, want %d", i, got, len(s))
@@ -91,16 +102,46 @@ func TestLZ4FileFollowsTheBaseFormat(t *testing.T) {
 	assertSamples(t, readAll(t, r), samples)
 }
 
-func TestLZ4ShrinksCompressibleData(t *testing.T) {
+func TestCompressionShrinksCompressibleData(t *testing.T) {
 	sample := bytes.Repeat([]byte("the same words again and again, "), 4096)
 	dir := t.TempDir()
-	plain, packed := dir+"/p.ffr", dir+"/c.ffr"
+	plain := dir + "/p.ffr"
 	writeSamples(t, plain, [][]byte{sample, sample}, WriterOptions{})
-	writeSamples(t, packed, [][]byte{sample, sample}, WriterOptions{Compression: CompressLZ4})
 	a, _ := os.Stat(plain)
-	b, _ := os.Stat(packed)
-	if b.Size()*10 > a.Size() {
-		t.Fatalf("compressed file is %d bytes, plain %d: want at least 10x smaller", b.Size(), a.Size())
+	for _, compression := range []Compression{CompressLZ4, CompressZstd} {
+		packed := dir + "/" + compression.String() + ".ffr"
+		writeSamples(t, packed, [][]byte{sample, sample}, WriterOptions{Compression: compression})
+		b, _ := os.Stat(packed)
+		if b.Size()*10 > a.Size() {
+			t.Fatalf("%v: compressed file is %d bytes, plain %d: want at least 10x smaller", compression, b.Size(), a.Size())
+		}
+	}
+}
+
+// A damaged Zstandard frame is reported as corrupt whatever part of it is hit: the frame
+// header's declared size, or the compressed data (checked with and without CheckData).
+func TestDamagedZstdFrame(t *testing.T) {
+	sample := bytes.Repeat([]byte("zstd frame contents "), 500)
+	for _, tc := range []struct {
+		name string
+		at   func(stored []byte) int
+	}{
+		{"declared size", func([]byte) int { return 5 }},
+		{"compressed data", func(stored []byte) int { return len(stored) - 2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := tempPath(t, "z.ffr")
+			writeSamples(t, path, [][]byte{sample}, WriterOptions{Compression: CompressZstd})
+			raw, _ := os.ReadFile(path)
+			stored := baseLayout(t, path)[0]
+			sampleAt := 12 + 12*2
+			raw[sampleAt+tc.at(stored)] ^= 0x5a
+			os.WriteFile(path, raw, 0o644)
+			r := openReader(t, ReaderOptions{}, path)
+			if _, err := readSamples(r, []uint64{0}); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("err = %v, want ErrCorrupt", err)
+			}
+		})
 	}
 }
 

@@ -22,12 +22,14 @@
 //
 // # Compressed files: the extension record
 //
-// A file written with CompressLZ4 is still a valid file of the base format above, so
-// the reference implementation opens it and validates its header and every checksum
-// (checksums cover the bytes as stored). What it adds lives in the data: sample i is
-// stored either raw or as one LZ4 block (github.com/pierrec/lz4/v4 block format, no
-// frame), and one more sample, the extension record, follows the M user samples
-// (N = M+1):
+// A file written with CompressLZ4 or CompressZstd is still a valid file of the base
+// format above, so the reference implementation opens it and validates its header and
+// every checksum (checksums cover the bytes as stored). What it adds lives in the data:
+// sample i is stored either raw, or as one LZ4 block (github.com/pierrec/lz4/v4 block
+// format, no frame), or as one Zstandard frame (RFC 8878, written by
+// github.com/klauspost/compress/zstd without the optional frame checksum: the sample
+// CRC-32 covers the stored bytes), and one more sample, the extension record, follows the
+// M user samples (N = M+1):
 //
 //	offset      size   field
 //	0           8      magic "\x89FFRext\x1a"
@@ -35,7 +37,7 @@
 //	12          4      reserved, u32 = 0
 //	16          8      M, u64: the number of user samples, N − 1
 //	24          8·M    original size of each sample, u64
-//	24+8M       M      codec of each sample, u8: 0 raw, 1 LZ4 block
+//	24+8M       M      codec of each sample, u8: 0 raw, 1 LZ4 block, 2 Zstandard frame
 //	24+9M       4      CRC-32/IEEE of bytes 0 … 24+9M of the record
 //
 // A reader treats the last sample as an extension record when it starts with the magic,
@@ -43,9 +45,28 @@
 // and returns their original bytes. A last sample that starts with the magic and has the
 // right length but a wrong CRC (or an unknown version) is a damaged record (ErrChecksum,
 // ErrCorrupt); any other last sample is ordinary user data. A raw sample's stored size
-// must equal its original size. Samples that LZ4 does not shrink, empty samples and samples
-// over 256 MiB are stored raw. Files written without compression never carry the record
-// and are byte for byte what the reference writes.
+// must equal its original size. A Zstandard frame that declares a content size must declare
+// the original size. Samples that the codec does not shrink, empty samples and samples over
+// 256 MiB are stored raw, so one file may mix raw samples with samples of its codec; a
+// writer uses one codec per file. Files written without compression never carry the
+// record and are byte for byte what the reference writes. Codec 2 came after version 1 of
+// the record was defined: a reader that predates it reports such samples as corrupt
+// (unknown codec) rather than misreading them.
+//
+// # Ranged reads and what they check
+//
+// Reader.ReadRanges reads byte ranges (index, offset, length) of samples, counted in the
+// bytes ReadBatch returns. From a raw sample only the bytes of the range are read. The
+// sample CRC-32 covers the whole stored sample, so it is verified (with CheckData) only for
+// a range that covers the whole sample; a partial range of a raw sample is returned as
+// stored, unverified. A range of a compressed sample is served by reading, verifying and
+// decoding the whole stored sample, then copying the range out: correct, but with no
+// saving in bytes read. A layer that needs verified partial reads keeps its own checksums
+// at a finer grain inside its samples: the structured datasets of the Python package
+// (ffrecord.dataset) store, in each sample of a sequence field, an element table with a
+// CRC-32 per element, which the structured reader checks for every element it reads. Their
+// layout (one base-format file per field, spec.json, the element table) is specified in
+// docs/structured-datasets.md.
 //
 // # Writing
 //

@@ -47,7 +47,7 @@ func (r *Reader) FileInfo(k int) (FileInfo, error) {
 		Metadata: r.metadata(k).state,
 	}
 	if f.ext != nil {
-		info.Compression = CompressLZ4
+		info.Compression = f.ext.compression()
 	}
 	return info, nil
 }

@@ -201,9 +201,9 @@ func (f *dataFile) storedProblem(i uint64, stored []byte, decoded *[]byte) error
 		return f.rawSizeMismatch(i, uint64(len(stored)))
 	}
 	size := f.ext.originalSize(i)
-	if size > maxLZ4Sample {
+	if size > maxPackedSample {
 		return errorf(f.path, int64(i), ErrCorrupt,
-			"recorded size %d is larger than an LZ4-compressed sample can be (%d)", size, maxLZ4Sample)
+			"recorded size %d is larger than a compressed sample can be (%d)", size, maxPackedSample)
 	}
 	if uint64(cap(*decoded)) < size {
 		*decoded = make([]byte, size)

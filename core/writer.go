@@ -62,13 +62,16 @@ type Writer struct {
 // Create starts writing a file of exactly n samples (or UnknownCount) at path.
 func Create(path string, n uint64, opts WriterOptions) (*Writer, error) {
 	switch opts.Compression {
-	case CompressNone, CompressLZ4:
+	case CompressNone, CompressLZ4, CompressZstd:
 	default:
 		return nil, fmt.Errorf("%w: %s: unknown compression %v", ErrInvalid, path, opts.Compression)
 	}
 	w := &Writer{path: path, n: n, buf: make([]byte, 0, writeBuffer), spare: make([]byte, 0, writeBuffer)}
-	if opts.Compression == CompressLZ4 {
-		w.comp = &compressor{}
+	switch opts.Compression {
+	case CompressLZ4:
+		w.comp = &compressor{codec: codecLZ4}
+	case CompressZstd:
+		w.comp = &compressor{codec: codecZstd}
 	}
 	if n != UnknownCount {
 		stored := n

@@ -171,10 +171,11 @@ def test_zero_samples_and_pathlike(tmp_path: Path) -> None:
         assert reader.read([]) == []
 
 
-def test_lz4_compression_round_trip(tmp_path: Path) -> None:
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_compression_round_trip(tmp_path: Path, compression: str) -> None:
     samples = [b"A" * 10000, payload(1, 5000), b"", b"xyz" * 999]
-    path = tmp_path / "lz4.ffr"
-    with FileWriter(path, len(samples), compression="lz4") as writer:
+    path = tmp_path / f"{compression}.ffr"
+    with FileWriter(path, len(samples), compression=compression) as writer:
         for sample in samples:
             writer.write_one(sample)
     assert path.stat().st_size < sum(map(len, samples))  # the repetitive ones shrank
@@ -182,6 +183,7 @@ def test_lz4_compression_round_trip(tmp_path: Path) -> None:
         assert [s.tobytes() for s in reader.read([3, 2, 1, 0])] == samples[::-1]
         assert reader.sizes([0, 1, 2, 3]).tolist() == [len(s) for s in samples]
         assert reader.verify() == []
+        assert reader.file_info().compression == compression
 
 
 def test_repr(tmp_path: Path) -> None:

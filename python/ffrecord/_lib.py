@@ -44,6 +44,7 @@ CHECK_DATA = 1
 DIRECT = 2
 COMPRESS_NONE = 0
 COMPRESS_LZ4 = 1
+COMPRESS_ZSTD = 2
 INFO_SAMPLES = 0
 INFO_STORED = 1
 INFO_COMPRESSION = 2
@@ -56,7 +57,8 @@ METADATA_INTACT = 0
 METADATA_LEGACY = 1
 METADATA_DAMAGED = 2
 
-COMPRESSION = {None: COMPRESS_NONE, "none": COMPRESS_NONE, "lz4": COMPRESS_LZ4}
+COMPRESSION = {None: COMPRESS_NONE, "none": COMPRESS_NONE, "lz4": COMPRESS_LZ4,
+               "zstd": COMPRESS_ZSTD}
 
 _LOAD_TIMEOUT = 30.0  # seconds to wait for another thread's (re)load before giving up
 _TEXT_CAPACITY = 4096  # first buffer for text the library copies out; grown when short
@@ -83,6 +85,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_reader_sizes": [c_int64, c_void_p, c_uint64, c_void_p],
     "ffr_reader_read_batch": [c_int64, c_void_p, c_uint64, c_void_p, c_uint64, c_void_p],
     "ffr_reader_file_info": [c_int64, c_uint64, c_void_p, c_uint64],
+    "ffr_reader_read_ranges": [c_int64, c_void_p, c_uint64, c_void_p, c_uint64],
     "ffr_reader_verify": [c_int64, c_uint64, c_uint64, c_void_p, c_void_p, c_uint64, c_char_p,
                           c_size_t, _u64p, _u64p],
     "ffr_reader_close": [c_int64],

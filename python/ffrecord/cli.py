@@ -156,8 +156,8 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("out", metavar="OUT", help="the .ffr file to write")
         sub.add_argument("-v", "--verbose", action="store_true", help="show progress")
         if kind != "folder":
-            sub.add_argument("--compression", choices=("none", "lz4"), default="none",
-                             help="compress samples with LZ4 (default: none)")
+            sub.add_argument("--compression", choices=("none", "lz4", "zstd"), default="none",
+                             help="compress samples with LZ4 or Zstandard (default: none)")
         if kind == "tfrecord":
             sub.add_argument("--no-verify", dest="verify", action="store_false",
                              help="skip the CRC-32C checks (faster without a compiled CRC)")

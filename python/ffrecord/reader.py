@@ -42,6 +42,7 @@ _VERIFY_GROWTH = 64
 _REASONS = {E_CHECKSUM: "checksum", E_CORRUPT: "corrupt"}
 _METADATA = {_lib.METADATA_INTACT: "intact", _lib.METADATA_LEGACY: "legacy",
              _lib.METADATA_DAMAGED: "damaged"}
+_COMPRESSION_NAMES = {_lib.COMPRESS_NONE: "none", _lib.COMPRESS_LZ4: "lz4", _lib.COMPRESS_ZSTD: "zstd"}
 
 
 class BadSample(NamedTuple):
@@ -57,8 +58,8 @@ class FileInfo(NamedTuple):
 
     path: str
     samples: int  #: samples a reader shows
-    stored_samples: int  #: samples in the header, an LZ4 extension record included
-    compression: str  #: ``"none"`` or ``"lz4"``
+    stored_samples: int  #: samples in the header, an extension record included
+    compression: str  #: ``"none"``, ``"lz4"`` or ``"zstd"``
     header_bytes: int
     data_bytes: int  #: sample data as stored (compressed, the extension record included)
     file_bytes: int
@@ -132,6 +133,37 @@ class FileReader:
         """
         buf, sizes, _ = self._read(index_array(indices, self.n), out)
         return buf, _offsets(sizes)
+
+    def read_ranges(self, ranges: Any, out: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """Reads byte ranges of samples back to back into one buffer, in one call.
+
+        ``ranges`` holds ``(index, offset, length)`` rows (a list of triples or an ``(n, 3)``
+        integer array; a negative index counts from the end): ``length`` bytes of sample
+        ``index`` from byte ``offset``, counted in the bytes ``read`` returns. Returns
+        ``(buffer, offsets)`` like ``read_batch``: range ``k`` is
+        ``buffer[offsets[k]:offsets[k+1]]``. Only the bytes asked for are read from an
+        uncompressed sample (a compressed one is read and decompressed whole).
+
+        With ``check_data``, a range covering a whole sample is CRC-checked; a partial range
+        cannot be (the CRC covers the whole sample). ``IndexError`` names the sample and the
+        range when a range ends past its sample's end; nothing is read then.
+
+        >>> buf, offsets = r.read_ranges([(2, 1, 2), (0, 0, 1)])  # doctest: +SKIP
+        >>> buf.tobytes(), offsets.tolist()                        # doctest: +SKIP
+        (b'cca', [0, 2, 3])
+        """
+        triples = _range_array(ranges, self.n)
+        lengths = triples[:, 2]
+        offsets = _offsets(lengths)
+        total = int(offsets[-1])
+        buf = np.empty(total, np.uint8) if out is None else _output_view(out, total)
+        if len(triples):
+            dll, handle = self._live()
+            status = dll.ffr_reader_read_ranges(handle, triples.ctypes.data, len(triples),
+                                                buf.ctypes.data, total)
+            if status:
+                _lib.raise_status(status)
+        return buf, offsets
 
     def sizes(self, indices: Any) -> np.ndarray:
         """The size in bytes of each sample, as ``uint64``.
@@ -294,7 +326,7 @@ class FileReader:
         return FileInfo(
             path=self.fnames[k], samples=f[_lib.INFO_SAMPLES],
             stored_samples=f[_lib.INFO_STORED],
-            compression="lz4" if f[_lib.INFO_COMPRESSION] == _lib.COMPRESS_LZ4 else "none",
+            compression=_COMPRESSION_NAMES.get(f[_lib.INFO_COMPRESSION], "unknown"),
             header_bytes=f[_lib.INFO_HEADER_BYTES], data_bytes=f[_lib.INFO_DATA_BYTES],
             file_bytes=f[_lib.INFO_FILE_BYTES], metadata=_METADATA[f[_lib.INFO_METADATA]])
 
@@ -390,6 +422,24 @@ def _offsets(sizes: np.ndarray) -> np.ndarray:
     offsets[0] = 0
     np.cumsum(sizes.view(np.int64), out=offsets[1:])
     return offsets
+
+
+def _range_array(ranges: Any, n: int) -> np.ndarray:
+    """``(index, offset, length)`` rows as a C-contiguous ``(k, 3)`` ``uint64`` array."""
+    arr = ranges if isinstance(ranges, np.ndarray) else np.asarray(ranges)
+    if arr.size == 0:
+        return np.empty((0, 3), np.uint64)
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        raise ValueError(f"ranges must be (index, offset, length) triples, got shape {arr.shape}")
+    if arr.dtype == np.uint64:
+        return np.ascontiguousarray(arr)
+    if arr.dtype.kind != "i":
+        raise TypeError(f"ranges must be integers, not {arr.dtype} values")
+    if (arr[:, 1:] < 0).any():
+        raise ValueError("range offsets and lengths must be >= 0")
+    triples = np.array(arr, np.int64)  # a copy: the indices are rewritten below
+    triples[:, 0] = index_array(triples[:, 0], n).view(np.int64)
+    return triples.view(np.uint64)
 
 
 def _paths_of(fname: Any) -> list[str]:

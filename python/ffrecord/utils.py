@@ -63,7 +63,7 @@ def dump(
         fname: output file (``nfiles == 1``) or folder.
         nfiles: number of output files.
         verbose: show a progress bar.
-        compression: ``None`` or ``"lz4"`` (see :class:`ffrecord.FileWriter`).
+        compression: ``None``, ``"lz4"`` or ``"zstd"`` (see :class:`ffrecord.FileWriter`).
         max_workers: worker processes (default: one per CPU, at most one per file).
         start_method: multiprocessing start method. The default is ``"fork"`` where it
             exists, because the workers then share the dataset copy-on-write and it need not

@@ -43,8 +43,9 @@ SAMPLE_CHARGE = BATCH_BYTES // 4096
 class FileWriter:
     """Writes exactly ``n`` samples (or any number when ``n`` is ``None``) to ``fname``.
 
-    ``compression="lz4"`` stores samples LZ4-compressed (readers decompress transparently;
-    the reference implementation cannot read such files). As a context manager the file is
+    ``compression="lz4"`` stores samples LZ4-compressed, ``"zstd"`` Zstandard-compressed
+    (smaller, slower to write); readers decompress transparently. The reference
+    implementation opens such files but sees the stored (compressed) bytes. As a context manager the file is
     closed on success and aborted (nothing left at ``fname``) on an exception.
 
     Small ``bytes`` samples are kept (bytes cannot change, so no copy is made) and written
@@ -77,7 +78,7 @@ class FileWriter:
             if n < 0 or n >= _lib.UNKNOWN_COUNT:
                 raise ValueError(f"n must be >= 0 and < 2**64-1, got {n}")
         if compression not in _lib.COMPRESSION:
-            raise ValueError(f"compression must be None or 'lz4', got {compression!r}")
+            raise ValueError(f"compression must be None, 'lz4' or 'zstd', got {compression!r}")
         self.fname = os.fsdecode(fname)
         self.n = n
         self.compression = compression

@@ -160,6 +160,29 @@ func ReaderReadBatch(handle int64, indices unsafe.Pointer, n uint64, dst unsafe.
 	return StatusOK
 }
 
+// ReaderReadRanges implements ffr_reader_read_ranges: triples is n (index, offset, length)
+// triples of uint64, the memory layout of core.Range.
+func ReaderReadRanges(handle int64, triples unsafe.Pointer, n uint64, dst unsafe.Pointer, dstLen uint64) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_read_ranges"
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	ranges, err := cArray[core.Range](fn, "triples", triples, n)
+	if err != nil {
+		return fail(err)
+	}
+	buf, err := cArray[byte](fn, "dst", dst, dstLen)
+	if err != nil {
+		return fail(err)
+	}
+	if err := r.ReadRanges(ranges, buf); err != nil {
+		return fail(err)
+	}
+	return StatusOK
+}
+
 // batchArgs resolves the reader and the indices and sizes arrays shared by the batch calls.
 func batchArgs(fn string, handle int64, indices unsafe.Pointer, n uint64, sizes unsafe.Pointer) (*core.Reader, []uint64, []uint64, error) {
 	r, err := readers.get(fn, handle)

@@ -170,6 +170,30 @@ func TestReaderIndexOutOfRange(t *testing.T) {
 	expect(t, StatusIndex, func() int32 { return ReaderFname(h, 1, nil, 0, unsafe.Pointer(&needed)) }, "file 1")
 }
 
+// TestReaderReadRanges: triples of (index, offset, length) come back to back; bad ranges,
+// short buffers and NULL arrays are refused naming what is wrong.
+func TestReaderReadRanges(t *testing.T) {
+	noLeaks(t)
+	h := openReader(t, FlagCheckData, golden("basic.ffr"))
+	whole := readBatch(t, h, 2, 3)
+	triples := []uint64{3, 4000, 99, 2, 0, 256, 3, 4098, 1, 2, 10, 0}
+	want := slices.Concat(whole[1][4000:4099], whole[0], whole[1][4098:])
+	dst := make([]byte, len(want))
+	must(t, func() int32 { return ReaderReadRanges(h, ptr(triples), 4, ptr(dst), uint64(len(dst))) })
+	if !bytes.Equal(dst, want) {
+		t.Fatal("ranges read the wrong bytes")
+	}
+	must(t, func() int32 { return ReaderReadRanges(h, nil, 0, nil, 0) })
+	expect(t, StatusIndex, func() int32 {
+		return ReaderReadRanges(h, ptr([]uint64{3, 4000, 100}), 1, ptr(dst), uint64(len(dst)))
+	}, "sample 3", "bytes [4000, 4100)", "4099-byte sample")
+	expect(t, StatusIndex, func() int32 { return ReaderReadRanges(h, ptr([]uint64{25, 0, 0}), 1, nil, 0) }, "sample 25")
+	expect(t, StatusShortBuf, func() int32 { return ReaderReadRanges(h, ptr(triples), 4, ptr(dst), uint64(len(dst)-1)) })
+	expect(t, StatusInvalid, func() int32 { return ReaderReadRanges(h, nil, 1, ptr(dst), 8) }, "triples is NULL")
+	expect(t, StatusInvalid, func() int32 { return ReaderReadRanges(h, ptr(triples), 1, nil, 8) }, "dst is NULL")
+	expect(t, StatusInvalid, func() int32 { return ReaderReadRanges(h, ptr(triples), 1<<62, ptr(dst), 8) }, "larger than any buffer")
+}
+
 func TestReaderBadArguments(t *testing.T) {
 	noLeaks(t)
 	h := openReader(t, 0, golden("basic.ffr"))

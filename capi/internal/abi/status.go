@@ -30,6 +30,7 @@ const (
 
 	CompressNone int32 = 0
 	CompressLZ4  int32 = 1
+	CompressZstd int32 = 2
 )
 
 // The fields of ffr_reader_file_info and the values of its metadata field, mirrored from

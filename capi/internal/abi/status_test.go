@@ -38,6 +38,7 @@ func TestHeaderConstants(t *testing.T) {
 		"FFR_DIRECT":        int64(FlagDirect),
 		"FFR_COMPRESS_NONE": int64(CompressNone),
 		"FFR_COMPRESS_LZ4":  int64(CompressLZ4),
+		"FFR_COMPRESS_ZSTD": int64(CompressZstd),
 
 		"FFR_INFO_SAMPLES":      InfoSamples,
 		"FFR_INFO_STORED":       InfoStored,

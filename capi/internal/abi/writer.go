@@ -17,7 +17,7 @@ func WriterCreate(path unsafe.Pointer, n uint64, compression int32, handle unsaf
 	if err := outPointer(fn, "handle", handle); err != nil {
 		return fail(err)
 	}
-	if compression != CompressNone && compression != CompressLZ4 {
+	if compression != CompressNone && compression != CompressLZ4 && compression != CompressZstd {
 		return failf(StatusInvalid, fmt.Sprintf("%s: unknown compression %d", fn, compression))
 	}
 	name := cString(path)

@@ -62,6 +62,8 @@ func TestWriterRoundTrip(t *testing.T) {
 		{"count known", func(n int) uint64 { return uint64(n) }, CompressNone},
 		{"count unknown", func(int) uint64 { return math.MaxUint64 }, CompressNone},
 		{"lz4", func(n int) uint64 { return uint64(n) }, CompressLZ4},
+		{"zstd", func(n int) uint64 { return uint64(n) }, CompressZstd},
+		{"zstd count unknown", func(int) uint64 { return math.MaxUint64 }, CompressZstd},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "x.ffr")
@@ -247,7 +249,7 @@ func TestWriterWriteBatchMatchesWriteOne(t *testing.T) {
 	noLeaks(t)
 	samples := randomSamples(11, 300, 3000)
 	samples = append(samples, make([]byte, 1<<20+3), bytes.Repeat([]byte("compressible "), 1000), nil)
-	for _, compression := range []int32{CompressNone, CompressLZ4} {
+	for _, compression := range []int32{CompressNone, CompressLZ4, CompressZstd} {
 		for _, declared := range []uint64{uint64(len(samples)), math.MaxUint64} {
 			dir := t.TempDir()
 			one, batched := filepath.Join(dir, "one.ffr"), filepath.Join(dir, "batched.ffr")
