@@ -1,0 +1,59 @@
+"""Structured datasets on FFRecord files: typed fields, masked reads, seekable sequences,
+shards written by many processes, and weighted mixtures.
+
+A datapoint is a dict with one value per field of a *spec* (``{field: type string}``, see
+``ffrecord.dataset.spec``). Each field is stored in a base-format FFRecord file of its own,
+so a read that selects some fields touches only their files, and a sequence field (type
+``T[]``) stores an element table so that any range of its elements is read alone. The
+on-disk layout is specified in ``docs/structured-datasets.md``.
+
+>>> import tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "ds")
+>>> with DatasetWriter(path, {"label": "int", "caption": "utf8:zstd"}) as writer:
+...     for k in range(3):
+...         _ = writer.append({"label": k, "caption": f"image {k}"})
+>>> with DatasetReader(path) as reader:
+...     reader[1], reader.read([2, 0], mask={"label": True})
+({'label': 1, 'caption': 'image 1'}, [{'label': 2}, {'label': 0}])
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .codecs import BUILTIN as BUILTIN_CODECS
+from .errors import (CodecError, CorruptDatasetError, DatapointError, DatasetError,
+                     IncompleteDatasetError, MaskError, MissingDependencyError,
+                     SequenceRangeError, SpecError, UnsupportedVersionError)
+from .mixture import Mixture
+from .reader import DatasetReader, Readable, ShardedDatasetReader
+from .spec import SPEC_FILE
+from .writer import DatasetWriter, ShardedDatasetWriter
+
+__all__ = [
+    "BUILTIN_CODECS", "CodecError", "CorruptDatasetError", "DatapointError", "DatasetError",
+    "DatasetReader", "DatasetWriter", "IncompleteDatasetError", "MaskError",
+    "MissingDependencyError", "Mixture", "Readable", "SequenceRangeError",
+    "ShardedDatasetReader", "ShardedDatasetWriter", "SpecError", "UnsupportedVersionError",
+    "dataset_kind", "open_dataset",
+]
+
+
+def dataset_kind(path: Any) -> str | None:
+    """``"dataset"`` for a directory holding a dataset (its ``spec.json``), ``"sharded"``
+    for one whose first shard ``000000`` does, else ``None``."""
+    folder = Path(path)
+    if (folder / SPEC_FILE).is_file():
+        return "dataset"
+    if (folder / "000000" / SPEC_FILE).is_file():
+        return "sharded"
+    return None
+
+
+def open_dataset(path: Any, decoders: Any = None, **options: Any) -> Readable:
+    """A ``DatasetReader`` or ``ShardedDatasetReader`` for ``path``, whichever it holds."""
+    kind = dataset_kind(path)
+    if kind == "sharded":
+        return ShardedDatasetReader(path, decoders, **options)
+    return DatasetReader(path, decoders, **options)

@@ -1,0 +1,548 @@
+"""Readers of structured datasets: ``DatasetReader`` (one directory) and
+``ShardedDatasetReader`` (the shards of a ``ShardedDatasetWriter``), plus what they share
+with ``Mixture``: indexing, masks, batched reads."""
+
+from __future__ import annotations
+
+import os
+import threading
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .._indices import index_array, one_index
+from ..reader import FileReader
+from . import codecs, sequence
+from .errors import (CodecError, CorruptDatasetError, IncompleteDatasetError, MaskError,
+                     SequenceRangeError, SpecError)
+from .spec import Field, read_spec
+
+# What a mask asks of a field: WHOLE, or a (start, stop, step) range of a sequence's
+# elements, stop None meaning "to the end".
+WHOLE = None
+Selection = Any
+
+
+class Readable:
+    """What every structured dataset offers (``DatasetReader``, ``ShardedDatasetReader``,
+    ``Mixture``): ``len``, ``spec``, ``reader[i]``, ``reader[i, mask]``, ``read(indices,
+    mask)``, ``available(i)``, iteration, and use as a context manager.
+
+    A mask selects what is read: a dict ``{field: True | False | range | slice}`` (fields
+    absent or False are not read; a range or slice, on a sequence field, reads only those
+    elements) or a list of field names. Only the selected fields' files are touched.
+    """
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def spec(self) -> dict[str, str]:
+        """``{field: type string}``."""
+        raise NotImplementedError
+
+    def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
+        """The datapoints at ``indices`` (negative counts from the end), as dicts holding the
+        fields ``mask`` selects (all by default), read with one call per field per batch."""
+        raise NotImplementedError
+
+    def available(self, index: int) -> dict[str, int | bool]:
+        """What datapoint ``index`` holds: ``True`` for each plain field, the element count
+        for each sequence field (reading only the counts)."""
+        raise NotImplementedError
+
+    @property
+    def files(self) -> list[str]:
+        """Every FFRecord file this dataset reads."""
+        raise NotImplementedError
+
+    @property
+    def size(self) -> int:
+        """Bytes on disk of the field files."""
+        return sum(os.path.getsize(path) for path in self.files)
+
+    def close(self) -> None:
+        """Closes the files (a no-op for datasets that own none)."""
+
+    def __getitem__(self, key: Any) -> dict[str, Any]:
+        index, mask = key if isinstance(key, tuple) and len(key) == 2 else (key, None)
+        return self.read([one_index(index, len(self))], mask)[0]
+
+    def __iter__(self):
+        for start in range(0, len(self), _ITER_BATCH):
+            yield from self.read(np.arange(start, min(start + _ITER_BATCH, len(self))))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _indices(self, indices: Any) -> np.ndarray:
+        """``indices`` as ``int64`` in ``[0, len)``; ``IndexError`` for any outside."""
+        n = len(self)
+        idx = index_array(indices, n).view(np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            bad = int(idx.max()) if idx.min() >= 0 else int(idx.view(np.uint64).max())
+            raise IndexError(f"datapoint {bad} out of range for a dataset of {n}")
+        return idx
+
+
+_ITER_BATCH = 256
+
+
+def parse_mask(mask: Any, fields: Mapping[str, Field]) -> dict[str, Selection]:
+    """``{field: WHOLE or (start, stop, step)}`` for the fields a mask selects, in spec order."""
+    if mask is None:
+        return dict.fromkeys(fields, WHOLE)
+    if isinstance(mask, str):
+        mask = [mask]
+    if not isinstance(mask, Mapping):
+        try:
+            mask = dict.fromkeys(mask, True)
+        except TypeError:
+            raise TypeError(f"a mask is a dict of field -> bool/range or a list of field "
+                            f"names, not {type(mask).__name__}") from None
+    for name in mask:
+        if name not in fields:
+            raise MaskError(f"the mask names field {name!r}, which the dataset does not have "
+                            f"(fields: {', '.join(fields)})")
+    chosen = {}
+    for name, field in fields.items():
+        want = mask.get(name, False)
+        if want is True:
+            chosen[name] = WHOLE
+        elif isinstance(want, (range, slice)):
+            chosen[name] = _element_range(field, want)
+        elif want not in (False, None):
+            raise MaskError(f"the mask gives field {name!r} {want!r}: True, False, a range or a slice")
+    return chosen
+
+
+def _element_range(field: Field, want: range | slice) -> tuple[int, int | None, int]:
+    if not field.sequence:
+        raise MaskError(f"the mask gives field {field.name!r} ({field.spec}) a range of elements, "
+                        "but it is not a sequence field")
+    start, stop, step = want.start or 0, want.stop, 1 if want.step is None else want.step
+    if start < 0 or (stop is not None and stop < 0) or step < 1:
+        raise MaskError(f"field {field.name!r}: element range {want!r} must have start, stop >= 0 "
+                        "and step >= 1")
+    return start, (None if stop is None else max(stop, start)), step
+
+
+class DatasetReader(Readable):
+    """Reads the dataset a ``DatasetWriter`` wrote to ``directory``.
+
+    ``decoders`` maps type names to functions ``memoryview -> value`` (see
+    ``ffrecord.dataset.codecs``; they override built-ins of the same name). ``cache_keys``
+    names small fields to hold in memory (read whole on first use, then served from RAM).
+    ``check_data`` verifies CRC-32s: of each whole sample, and of each sequence element read
+    alone. The reader is safe to share between threads, survives ``fork()``, and pickles by
+    directory and options (decoders must then be picklable: module-level functions).
+
+    >>> import tempfile, os
+    >>> from ffrecord.dataset import DatasetWriter
+    >>> path = os.path.join(tempfile.mkdtemp(), "ds")
+    >>> with DatasetWriter(path, {"label": "int", "frames": "bytes[]"}) as writer:
+    ...     _ = writer.append({"label": 3, "frames": [b"a", b"b", b"c"]})
+    >>> reader = DatasetReader(path)
+    >>> reader[0]
+    {'label': 3, 'frames': [b'a', b'b', b'c']}
+    >>> reader[0, {"frames": range(1, 3)}], reader.available(0)
+    ({'frames': [b'b', b'c']}, {'label': True, 'frames': 3})
+    """
+
+    def __init__(self, directory: Any, decoders: Mapping[str, Callable] | None = None,
+                 cache_keys: Any = (), *, check_data: bool = True) -> None:
+        self._readers: dict[str, FileReader] = {}
+        self.directory = Path(os.fsdecode(directory))
+        self.decoders = decoders
+        self.cache_keys = tuple(cache_keys)
+        self.check_data = bool(check_data)
+        self._fields, self._length = read_spec(self.directory)
+        self._decoders = codecs.resolve(self._fields, decoders, "decode")
+        for key in self.cache_keys:
+            if key not in self._fields:
+                raise SpecError(f"cache_keys names field {key!r}, which {self.directory} does not "
+                                f"have (fields: {', '.join(self._fields)})")
+        self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._cache_lock = threading.Lock()
+        try:
+            for name, field in self._fields.items():
+                self._readers[name] = self._open_field(field)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_field(self, field: Field) -> FileReader:
+        path = self.directory / field.file
+        if not path.is_file():
+            raise IncompleteDatasetError(f"{self.directory}: field {field.name!r}: {field.file} is missing")
+        reader = FileReader(path, self.check_data)
+        if reader.n != self._length:
+            reader.close()
+            raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} datapoints; "
+                                      f"spec.json says {self._length}")
+        return reader
+
+    def __len__(self) -> int:
+        return self._length
+
+    @property
+    def spec(self) -> dict[str, str]:
+        return {name: field.spec for name, field in self._fields.items()}
+
+    @property
+    def fields(self) -> dict[str, Field]:
+        return dict(self._fields)
+
+    @property
+    def files(self) -> list[str]:
+        return [str(self.directory / field.file) for field in self._fields.values()]
+
+    def field_reader(self, name: str) -> FileReader:
+        """The ``FileReader`` of one field's file (its samples are the stored values)."""
+        return self._readers[name]
+
+    # -- reading ----------------------------------------------------------------------
+
+    def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
+        idx = self._indices(indices)
+        selection = parse_mask(mask, self._fields)
+        columns = {name: self._read_field(self._fields[name], chosen, idx)
+                   for name, chosen in selection.items()}
+        if not columns:
+            return [{} for _ in range(len(idx))]
+        names = list(columns)
+        return [dict(zip(names, values)) for values in zip(*columns.values())]
+
+    def available(self, index: int) -> dict[str, int | bool]:
+        idx = np.array([one_index(index, self._length)], np.int64)
+        return {name: int(self._counts(field, idx)[0]) if field.sequence else True
+                for name, field in self._fields.items()}
+
+    def _read_field(self, field: Field, chosen: Selection, idx: np.ndarray) -> list[Any]:
+        if not field.sequence:
+            buf, starts, ends = self._whole(field, idx)
+            return self._decode_values(field, buf, starts, ends, idx)
+        if chosen is WHOLE or field.name in self.cache_keys:
+            buf, starts, ends = self._whole(field, idx)
+            return self._sequences_from_samples(field, chosen, buf, starts, ends, idx)
+        return self._sequence_ranges(field, chosen, idx)
+
+    def _whole(self, field: Field, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The whole samples of ``idx``: a buffer and each sample's start and end in it."""
+        if field.name in self.cache_keys:
+            buf, offsets = self._cached(field.name)
+            return buf, offsets[idx], offsets[idx + 1]
+        buf, offsets = self._readers[field.name].read_batch(idx.view(np.uint64))
+        return buf, offsets[:-1], offsets[1:]
+
+    def _cached(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        cached = self._cache.get(name)
+        if cached is None:
+            with self._cache_lock:
+                cached = self._cache.get(name)
+                if cached is None:
+                    buf, offsets = self._readers[name].read_batch(np.arange(self._length, dtype=np.uint64))
+                    buf.flags.writeable = False  # decoded values may be views of it
+                    cached = self._cache[name] = (buf, offsets)
+        return cached
+
+    def _decode_values(self, field: Field, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                       idx: np.ndarray) -> list[Any]:
+        decode = self._decoders[field.name]
+        width = codecs.FIXED_WIDTH.get(decode)
+        if width is not None and len(starts) and ((ends - starts) == 8).all():
+            gathered = buf if len(buf) == 8 * len(starts) else _gather(buf, starts, 8)
+            return np.frombuffer(gathered, width).tolist()
+        view = memoryview(buf)
+        values = []
+        for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
+            try:
+                values.append(decode(view[start:end]))
+            except Exception as exc:
+                raise self._decode_error(field, int(idx[k]), None, exc) from exc
+        return values
+
+    def _decode_error(self, field: Field, index: int, element: int | None, exc: Exception) -> CodecError:
+        where = f"datapoint {index}, field {field.name!r} ({field.spec})"
+        if element is not None:
+            where += f", element {element}"
+        return CodecError(f"{self.directory}: {where}: decoder failed: {type(exc).__name__}: {exc}",
+                          field=field.name, index=index)
+
+    # -- sequences --------------------------------------------------------------------
+
+    def _sequences_from_samples(self, field: Field, chosen: Selection, buf: np.ndarray,
+                                starts: np.ndarray, ends: np.ndarray, idx: np.ndarray) -> list[list]:
+        """Sequences from whole samples, their elements checked against the table's bounds
+        (the samples themselves were CRC-checked whole)."""
+        view = memoryview(buf)
+        out = []
+        for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
+            sample = view[start:end]
+            index = int(idx[k])
+            n = self._checked_count(field, index, sample)
+            table = sequence.entries(sample, n)
+            picked = np.arange(n) if chosen is WHOLE else self._picked(field, index, n, *chosen)
+            offs, lens = table["offset"][picked], table["length"][picked]
+            self._check_bounds(field, index, n, offs, lens, end - start)
+            out.append(self._decode_elements(field, index, sample, offs.tolist(), lens.tolist(), picked))
+        return out
+
+    def _checked_count(self, field: Field, index: int, sample: memoryview) -> int:
+        if len(sample) < sequence.HEADER:
+            raise self._corrupt(field, index, f"a sequence sample of {len(sample)} bytes has no element count")
+        n = sequence.count(sample)
+        if n > (len(sample) - sequence.HEADER) // sequence.ENTRY.itemsize:
+            raise self._corrupt(field, index, f"element count {n} does not fit a sample of {len(sample)} bytes")
+        return n
+
+    def _picked(self, field: Field, index: int, n: int, start: int, stop: int | None, step: int) -> np.ndarray:
+        stop = n if stop is None else stop
+        if stop > n:
+            raise self._range_error(field, index, n, start, stop)
+        return np.arange(start, stop, step)
+
+    def _range_error(self, field: Field, index: int, n: int, start: int, stop: int) -> SequenceRangeError:
+        return SequenceRangeError(f"{self.directory}: datapoint {index}, field {field.name!r}: elements "
+                                  f"[{start}, {stop}) are past the end of its {n} elements")
+
+    def _check_bounds(self, field: Field, index: int, n: int, offs: np.ndarray, lens: np.ndarray,
+                      size: int | None) -> None:
+        """Elements must lie after the table and (when the sample size is known) inside it."""
+        table_end = sequence.HEADER + sequence.ENTRY.itemsize * n
+        bad = offs < table_end
+        if size is not None:
+            bad |= (offs + lens > size) | (offs + lens < offs)
+        if bad.any():
+            raise self._corrupt(field, index, "the element table points outside the elements")
+
+    def _corrupt(self, field: Field, index: int, what: str) -> CorruptDatasetError:
+        return CorruptDatasetError(f"{self.directory / field.file}: datapoint {index}, field "
+                                   f"{field.name!r}: {what}")
+
+    def _decode_elements(self, field: Field, index: int, source: memoryview, offs: list[int],
+                         lens: list[int], numbers: np.ndarray) -> list[Any]:
+        decode = self._decoders[field.name]
+        values = []
+        for k, (off, length) in enumerate(zip(offs, lens)):
+            try:
+                values.append(decode(source[off:off + length]))
+            except Exception as exc:
+                raise self._decode_error(field, index, int(numbers[k]), exc) from exc
+        return values
+
+    def _counts(self, field: Field, idx: np.ndarray) -> np.ndarray:
+        """The element count of each sequence at ``idx``: one ranged read of 8 bytes each."""
+        if field.name in self.cache_keys:
+            buf, starts, _ = self._whole(field, idx)
+            return np.array([sequence.count(memoryview(buf)[s:]) for s in starts.tolist()], np.int64)
+        triples = np.zeros((len(idx), 3), np.uint64)
+        triples[:, 0], triples[:, 2] = idx, sequence.HEADER
+        buf, _ = self._readers[field.name].read_ranges(triples)
+        return buf.view("<u8").astype(np.int64)
+
+    def _sequence_ranges(self, field: Field, chosen: Selection, idx: np.ndarray) -> list[list]:
+        """A range of elements of each sequence, reading only their table entries and bytes:
+        one ranged read for the counts and table entries, one for the elements."""
+        start, stop, step = chosen
+        reader = self._readers[field.name]
+        k = len(idx)
+        if stop is None:  # open-ended: the counts decide where each range stops
+            counts = self._counts(field, idx)
+            return [self._sequence_ranges(field, (start, int(n), step), idx[j:j + 1])[0]
+                    for j, n in enumerate(counts.tolist())]
+        m = stop - start
+        table_at, table_len = sequence.table_bytes(start, stop)
+        triples = np.empty((2 * k, 3), np.uint64)
+        triples[0::2, 0] = triples[1::2, 0] = idx
+        triples[0::2, 1], triples[0::2, 2] = 0, sequence.HEADER
+        triples[1::2, 1], triples[1::2, 2] = table_at, table_len
+        try:
+            buf, _ = reader.read_ranges(triples)
+        except IndexError:  # a table shorter than the range: say which datapoint
+            counts = self._counts(field, idx)
+            j = int(np.argmax(counts < stop))
+            raise self._range_error(field, int(idx[j]), int(counts[j]), start, stop) from None
+        rows = buf.reshape(k, sequence.HEADER + table_len)
+        counts = rows[:, :sequence.HEADER].copy().view("<u8").reshape(k).astype(np.int64)
+        if (counts < stop).any():
+            j = int(np.argmax(counts < stop))
+            raise self._range_error(field, int(idx[j]), int(counts[j]), start, stop)
+        table = np.ascontiguousarray(rows[:, sequence.HEADER:]).view(sequence.ENTRY).reshape(k, m)[:, ::step]
+        numbers = np.arange(start, stop, step)
+        for j in range(k):
+            self._check_bounds(field, int(idx[j]), int(counts[j]), table["offset"][j], table["length"][j], None)
+        per = table.shape[1]
+        elements = np.empty((k * per, 3), np.uint64)
+        elements[:, 0] = np.repeat(idx, per)
+        elements[:, 1] = table["offset"].reshape(-1)
+        elements[:, 2] = table["length"].reshape(-1)
+        try:
+            data, offsets = reader.read_ranges(elements)
+        except IndexError as exc:
+            raise CorruptDatasetError(f"{self.directory / field.file}: field {field.name!r}: the "
+                                      f"element table points past the end of a sample: {exc}") from None
+        view = memoryview(data)
+        starts = offsets[:-1].reshape(k, per)
+        if self.check_data:
+            self._check_element_crcs(field, idx, view, offsets, table["crc"].reshape(-1), numbers)
+        lengths = table["length"].tolist()
+        return [self._decode_elements(field, int(idx[j]), view, starts[j].tolist(), lengths[j], numbers)
+                for j in range(k)]
+
+    def _check_element_crcs(self, field: Field, idx: np.ndarray, view: memoryview,
+                            offsets: np.ndarray, want: np.ndarray, numbers: np.ndarray) -> None:
+        bounds = offsets.tolist()
+        for e, expected in enumerate(want.tolist()):
+            if zlib.crc32(view[bounds[e]:bounds[e + 1]]) != expected:
+                j, n = divmod(e, len(numbers))
+                raise self._corrupt(field, int(idx[j]), f"element {int(numbers[n])}: CRC-32 mismatch")
+
+    # -- lifetime ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        for reader in self._readers.values():
+            reader.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _reopen, (type(self), str(self.directory), self.decoders, self.cache_keys,
+                         self.check_data)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.directory)!r}, {self.spec}) n={self._length}"
+
+
+def _reopen(cls: type, directory: str, decoders: Any, cache_keys: tuple, check_data: bool) -> Any:
+    return cls(directory, decoders, cache_keys, check_data=check_data)
+
+
+def _gather(buf: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """The ``width`` bytes at each of ``starts`` in ``buf``, back to back."""
+    return buf[starts[:, None] + np.arange(width)].reshape(-1)
+
+
+class Routed(Readable):
+    """A dataset made of member datasets, each index of it mapped to (member, index in
+    member): shards one after another, or a mixture. Reads are grouped by member."""
+
+    members: list[Readable]
+
+    def _route(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
+        idx = self._indices(indices)
+        member, local = self._route(idx)
+        out: list[Any] = [None] * len(idx)
+        for m in np.unique(member).tolist():
+            where = np.flatnonzero(member == m)
+            for pos, value in zip(where.tolist(), self.members[m].read(local[where], mask)):
+                out[pos] = value
+        return out
+
+    def available(self, index: int) -> dict[str, int | bool]:
+        member, local = self._route(np.array([one_index(index, len(self))], np.int64))
+        return self.members[int(member[0])].available(int(local[0]))
+
+    @property
+    def spec(self) -> dict[str, str]:
+        return self.members[0].spec
+
+    @property
+    def files(self) -> list[str]:
+        return [path for member in self.members for path in member.files]
+
+    def close(self) -> None:
+        for member in self.members:
+            member.close()
+
+
+class ShardedDatasetReader(Routed):
+    """Reads the shards ``000000``, ``000001``, ... of ``directory`` as one dataset (see
+    ``ShardedDatasetWriter``); with ``shardstart``/``shardstep``, only shards ``shardstart,
+    shardstart + shardstep, ...`` (e.g. one process's share). Shard numbers must run from 0
+    without a gap, and every shard must be complete and have the same spec.
+
+    >>> import tempfile, os
+    >>> from ffrecord.dataset import ShardedDatasetWriter
+    >>> path = os.path.join(tempfile.mkdtemp(), "sharded")
+    >>> with ShardedDatasetWriter(path, {"n": "int"}, shardlen=2) as writer:
+    ...     for k in range(5):
+    ...         _ = writer.append({"n": k})
+    >>> reader = ShardedDatasetReader(path)
+    >>> len(reader), reader.shards, [d["n"] for d in reader.read([4, 0, 2])]
+    (5, 3, [4, 0, 2])
+    """
+
+    def __init__(self, directory: Any, decoders: Mapping[str, Callable] | None = None,
+                 shardstart: int = 0, shardstep: int = 1, cache_keys: Any = (), *,
+                 check_data: bool = True) -> None:
+        self.directory = Path(os.fsdecode(directory))
+        self.decoders, self.cache_keys, self.check_data = decoders, tuple(cache_keys), check_data
+        self.shardstart, self.shardstep = shardstart, shardstep
+        if shardstart < 0 or shardstep < 1:
+            raise ValueError(f"need shardstart >= 0 and shardstep >= 1, got {shardstart}, {shardstep}")
+        shards = shard_directories(self.directory)
+        chosen = shards[shardstart::shardstep]
+        if not chosen:
+            raise IncompleteDatasetError(f"{self.directory}: no shard {shardstart} among {len(shards)} "
+                                         f"shard(s)")
+        self.members = []
+        try:
+            for shard in chosen:
+                member = DatasetReader(shard, decoders, cache_keys, check_data=check_data)
+                self.members.append(member)
+                if member.spec != self.members[0].spec:
+                    raise SpecError(f"{shard}: spec {member.spec} differs from {chosen[0]}'s "
+                                    f"{self.members[0].spec}")
+        except BaseException:
+            self.close()
+            raise
+        lengths = np.array([len(m) for m in self.members], np.int64)
+        self._ends = np.cumsum(lengths)
+        self._starts = self._ends - lengths
+
+    @property
+    def shards(self) -> int:
+        return len(self.members)
+
+    def __len__(self) -> int:
+        return int(self._ends[-1])
+
+    def _route(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        member = np.searchsorted(self._ends, idx, side="right")
+        return member, idx - self._starts[member]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _reopen_sharded, (str(self.directory), self.decoders, self.shardstart, self.shardstep,
+                                 self.cache_keys, self.check_data)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.directory)!r}, shards={self.shards}) n={len(self)}"
+
+
+def _reopen_sharded(directory: str, decoders: Any, shardstart: int, shardstep: int,
+                    cache_keys: tuple, check_data: bool) -> ShardedDatasetReader:
+    return ShardedDatasetReader(directory, decoders, shardstart, shardstep, cache_keys,
+                                check_data=check_data)
+
+
+def shard_directories(directory: Path) -> list[Path]:
+    """The shard directories of a sharded dataset, in order; ``IncompleteDatasetError`` when
+    their numbers do not run 0, 1, 2, ... without a gap."""
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory}: no such directory")
+    shards = sorted((p for p in directory.iterdir() if p.is_dir() and p.name.isdigit()),
+                    key=lambda p: int(p.name))
+    for number, shard in enumerate(shards):
+        if int(shard.name) != number:
+            raise IncompleteDatasetError(f"{directory}: shard {number} is missing (found {shard.name})")
+    if not shards:
+        raise IncompleteDatasetError(f"{directory}: no shard directories (000000, ...)")
+    return shards

@@ -1,0 +1,302 @@
+"""Writers of structured datasets: ``DatasetWriter`` (one directory) and
+``ShardedDatasetWriter`` (one sub-directory per shard, shards written by many processes)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Callable
+
+from ..writer import FileWriter
+from . import codecs, sequence
+from .errors import CodecError, DatapointError
+from .spec import SPEC_FILE, Field, parse_spec, sync_directory, write_spec
+
+class DatasetWriter:
+    """Writes datapoints (dicts with one value per field of ``spec``) to ``directory``.
+
+    Each field goes to its own FFRecord file, ``<field>.ffr``; ``spec.json`` is written
+    last, atomically, by ``close()``: until then, and forever after a failure or an
+    ``abort()``, the directory holds no dataset a reader accepts (field files appear only
+    complete, and are removed again if the dataset cannot be finished). ``directory`` must
+    not hold a dataset already; it is created if needed.
+
+    ``encoders`` maps type names to functions ``value -> bytes-like`` (see
+    ``ffrecord.dataset.codecs``). Every field of a datapoint is encoded before any is
+    written, so a failing encoder leaves the dataset as it was; the writer stays usable.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "ds")
+    >>> with DatasetWriter(path, {"text": "utf8", "tokens": "int[]"}) as writer:
+    ...     writer.append({"text": "hi", "tokens": [7, 8]})
+    0
+    >>> len(writer), sorted(os.listdir(path))
+    (1, ['spec.json', 'text.ffr', 'tokens.ffr'])
+    """
+
+    def __init__(self, directory: Any, spec: Mapping[str, str],
+                 encoders: Mapping[str, Callable] | None = None) -> None:
+        self._writers: dict[str, FileWriter] = {}
+        self.directory = Path(os.fsdecode(directory))
+        self._fields = parse_spec(spec)
+        self._encoders = codecs.resolve(self._fields, encoders, "encode")
+        if (self.directory / SPEC_FILE).exists():
+            raise FileExistsError(f"{self.directory}: already holds a dataset ({SPEC_FILE})")
+        self._created = not self.directory.exists()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._length = 0
+        self._size = 0
+        self._closed = False
+        try:
+            for name, field in self._fields.items():
+                self._writers[name] = FileWriter(self.directory / field.file, None,
+                                                 compression=field.compression)
+        except BaseException:
+            self.abort()
+            raise
+
+    @property
+    def spec(self) -> dict[str, str]:
+        """``{field: type string}``, as given (normalised)."""
+        return {name: field.spec for name, field in self._fields.items()}
+
+    @property
+    def size(self) -> int:
+        """Bytes of encoded values appended so far (sequence element tables included)."""
+        return self._size
+
+    def __len__(self) -> int:
+        return self._length
+
+    def append(self, datapoint: Mapping[str, Any]) -> int:
+        """Appends one datapoint; returns its index. Raises ``DatapointError`` (a field
+        missing or unexpected) or ``CodecError`` (an encoder failed) naming the field and
+        the datapoint, having written nothing. An I/O error while writing loses the dataset
+        (the writer is aborted and the error raised)."""
+        if self._closed:
+            raise ValueError(f"I/O operation on closed {type(self).__name__}")
+        index = self._length
+        samples = self._encode(datapoint, index)
+        try:
+            for name, sample in samples.items():
+                self._writers[name].write_one(sample)
+        except BaseException:
+            self.abort()
+            raise
+        self._size += sum(map(_nbytes, samples.values()))
+        self._length += 1
+        return index
+
+    def _encode(self, datapoint: Any, index: int) -> dict[str, Any]:
+        if not isinstance(datapoint, Mapping):
+            raise DatapointError(f"datapoint {index} must be a dict, not {type(datapoint).__name__}",
+                                 index=index)
+        missing = [name for name in self._fields if name not in datapoint]
+        if missing:
+            raise DatapointError(f"datapoint {index} lacks field {missing[0]!r}"
+                                 f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}",
+                                 field=missing[0], index=index)
+        if len(datapoint) != len(self._fields):
+            extra = next(key for key in datapoint if key not in self._fields)
+            raise DatapointError(f"datapoint {index} has field {extra!r}, which is not in the spec "
+                                 f"({', '.join(self._fields)})", field=extra, index=index)
+        return {name: self._encode_field(field, datapoint[name], index)
+                for name, field in self._fields.items()}
+
+    def _encode_field(self, field: Field, value: Any, index: int) -> Any:
+        encode = self._encoders[field.name]
+        if not field.sequence:
+            return _checked(encode, value, field, index, None)
+        if isinstance(value, (str, bytes, bytearray, memoryview, Mapping)) or not hasattr(value, "__len__"):
+            raise DatapointError(
+                f"datapoint {index}, field {field.name!r} ({field.spec}): a sequence field takes a "
+                f"list of elements, not {type(value).__name__}", field=field.name, index=index)
+        return sequence.pack([_checked(encode, element, field, index, k)
+                              for k, element in enumerate(value)])
+
+    def close(self) -> None:
+        """Completes the field files, then writes ``spec.json``. On any failure nothing is
+        left that looks like a dataset (the field files already in place are removed)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for writer in self._writers.values():
+                writer.close()
+            write_spec(self.directory, self._fields, self._length)
+        except BaseException:
+            self._discard()
+            raise
+
+    def abort(self) -> None:
+        """Discards everything written; a directory this writer created is removed."""
+        self._closed = True
+        self._discard()
+
+    def _discard(self) -> None:
+        for name, writer in self._writers.items():
+            if writer.closed:  # already moved into place by a close that then failed
+                _remove(self.directory / self._fields[name].file)
+            else:
+                writer.abort()
+        if self._created:
+            shutil.rmtree(self.directory, ignore_errors=True)
+        else:
+            sync_directory(self.directory)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> DatasetWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.directory)!r}, {self.spec}) n={self._length}"
+
+
+def _checked(encode: Callable, value: Any, field: Field, index: int, element: int | None) -> Any:
+    """``encode(value)``, with any failure (or a result that is not bytes-like) raised as a
+    ``CodecError`` naming the field, datapoint and element."""
+    where = f"datapoint {index}, field {field.name!r} ({field.spec})"
+    if element is not None:
+        where += f", element {element}"
+    try:
+        encoded = encode(value)
+    except Exception as exc:
+        raise CodecError(f"{where}: encoder failed: {type(exc).__name__}: {exc}",
+                         field=field.name, index=index) from exc
+    if isinstance(encoded, bytes):
+        return encoded
+    try:
+        view = memoryview(encoded)
+    except TypeError:
+        raise CodecError(f"{where}: encoder returned {type(encoded).__name__}, not bytes",
+                         field=field.name, index=index) from None
+    if not view.c_contiguous:
+        raise CodecError(f"{where}: encoder returned a non-contiguous buffer", field=field.name,
+                         index=index)
+    return encoded
+
+
+def shard_name(number: int) -> str:
+    return f"{number:06d}"
+
+
+def _nbytes(sample: Any) -> int:
+    return len(sample) if isinstance(sample, bytes) else memoryview(sample).nbytes
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+class ShardedDatasetWriter:
+    """Writes a dataset as shards: sub-directories ``000000``, ``000001``, ... of
+    ``directory``, each a dataset of its own holding ``shardlen`` datapoints (the last one
+    fewer). This writer writes shards ``shardstart``, ``shardstart + shardstep``, ...: with
+    ``shardstart=i, shardstep=N``, N processes write disjoint shards of one dataset in
+    parallel. Every shard is complete (its ``spec.json`` written) as soon as it is full.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "sharded")
+    >>> with ShardedDatasetWriter(path, {"n": "int"}, shardlen=2) as writer:
+    ...     for k in range(5):
+    ...         _ = writer.append({"n": k})
+    >>> sorted(os.listdir(path)), writer.shards
+    (['000000', '000001', '000002'], 3)
+    """
+
+    def __init__(self, directory: Any, spec: Mapping[str, str],
+                 encoders: Mapping[str, Callable] | None = None, shardlen: int | None = None,
+                 shardstart: int = 0, shardstep: int = 1) -> None:
+        if shardlen is not None and shardlen < 1:
+            raise ValueError(f"shardlen must be at least 1, got {shardlen}")
+        if shardstart < 0 or shardstep < 1:
+            raise ValueError(f"need shardstart >= 0 and shardstep >= 1, got {shardstart}, {shardstep}")
+        if shardlen is None and (shardstart, shardstep) != (0, 1):
+            raise ValueError("several writers (shardstart, shardstep) need a shardlen")
+        self.directory = Path(os.fsdecode(directory))
+        self._fields = parse_spec(spec)
+        codecs.resolve(self._fields, encoders, "encode")  # fails now rather than at the first append
+        self._encoders = encoders
+        self.shardlen = shardlen
+        self._next_shard = shardstart
+        self.shardstep = shardstep
+        self._writer: DatasetWriter | None = None
+        self._done_shards = self._done_length = self._done_size = 0
+        self._closed = False
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def spec(self) -> dict[str, str]:
+        return {name: field.spec for name, field in self._fields.items()}
+
+    @property
+    def shards(self) -> int:
+        """Shards written or being written by this writer."""
+        return self._done_shards + (self._writer is not None)
+
+    @property
+    def size(self) -> int:
+        return self._done_size + (self._writer.size if self._writer else 0)
+
+    def __len__(self) -> int:
+        return self._done_length + (len(self._writer) if self._writer else 0)
+
+    def append(self, datapoint: Mapping[str, Any]) -> int:
+        """Appends one datapoint to the current shard; returns its index among the datapoints
+        of this writer."""
+        if self._closed:
+            raise ValueError(f"I/O operation on closed {type(self).__name__}")
+        if self._writer is None:
+            self._writer = DatasetWriter(self.directory / shard_name(self._next_shard), self.spec,
+                                         self._encoders)
+        index = len(self)
+        self._writer.append(datapoint)
+        if self.shardlen is not None and len(self._writer) >= self.shardlen:
+            self._finish_shard()
+        return index
+
+    def _finish_shard(self) -> None:
+        writer, self._writer = self._writer, None
+        writer.close()
+        self._done_shards += 1
+        self._done_length += len(writer)
+        self._done_size += writer.size
+        self._next_shard += self.shardstep
+
+    def close(self) -> None:
+        """Completes the current shard."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._writer is not None:
+            self._finish_shard()
+
+    def abort(self) -> None:
+        """Discards the current shard; completed shards stay."""
+        self._closed = True
+        if self._writer is not None:
+            self._writer.abort()
+            self._writer = None
+
+    def __enter__(self) -> ShardedDatasetWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
