@@ -438,6 +438,8 @@ class Routed(Readable):
 
     def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
         idx = self._indices(indices)
+        if not len(idx):  # still checks the mask
+            return self.members[0].read(idx, mask)
         member, local = self._route(idx)
         out: list[Any] = [None] * len(idx)
         for m in np.unique(member).tolist():

@@ -11,5 +11,6 @@
 
 from .dataloader import DataLoader
 from .dataset import ConcatDataset, Dataset, Subset
+from .structured import StructuredDataset
 
-__all__ = ["ConcatDataset", "DataLoader", "Dataset", "Subset"]
+__all__ = ["ConcatDataset", "DataLoader", "Dataset", "StructuredDataset", "Subset"]

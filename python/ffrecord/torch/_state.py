@@ -39,6 +39,8 @@ def dataset_fingerprint(dataset: Any) -> dict[str, Any]:
 def _reader_files(obj: Any, seen: set[int]) -> list[str]:
     if isinstance(obj, FileReader):
         return list(obj.fnames)
+    if callable(getattr(obj, "ffrecord_files", None)):  # datasets that know their files
+        return list(obj.ffrecord_files())
     if not isinstance(obj, torch.utils.data.Dataset) or id(obj) in seen:
         return []
     seen.add(id(obj))
