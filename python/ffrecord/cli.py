@@ -114,9 +114,11 @@ def _parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=run)
         return sub
 
-    info = command("info", _info, "Show sample counts, files, sizes and compression.")
+    info = command("info", _info, "Show sample counts, files, sizes and compression "
+                                  "(for a structured dataset: its fields, types, counts and bytes).")
     info.add_argument("paths", nargs="+", metavar="FILE|DIR",
-                      help="an .ffr file, or a directory of .ffr files read as one dataset")
+                      help="an .ffr file, a directory of .ffr files read as one dataset, or a "
+                           "structured dataset's directory")
     info.add_argument("--json", action="store_true", help="print one JSON object per path")
 
     verify = command("verify", _verify,
@@ -146,14 +148,17 @@ def _parser() -> argparse.ArgumentParser:
     kinds = convert.add_subparsers(dest="kind", metavar="KIND", required=True)
     for kind, help_ in (("tfrecord", "TFRecord files (both CRC-32C checksums verified)"),
                         ("ofrecord", "OneFlow OFRecord part-N files"),
-                        ("folder", "a folder, as pack does")):
+                        ("folder", "a folder, as pack does"),
+                        ("granular", "a Granular dataset directory, plain or sharded, into a "
+                                     "structured dataset directory")):
         sub = kinds.add_parser(kind, help=help_, description=f"Convert {help_} to OUT.",
                                epilog=_EXIT_HELP,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
         sub.set_defaults(run=_convert)
         sub.add_argument("inputs", nargs="+", metavar="INPUT",
-                         help="input file or directory" + ("" if kind == "folder" else "(s)"))
-        sub.add_argument("out", metavar="OUT", help="the .ffr file to write")
+                         help="input file or directory" + ("" if kind in ("folder", "granular") else "(s)"))
+        sub.add_argument("out", metavar="OUT", help="the dataset directory to write" if kind == "granular"
+                         else "the .ffr file to write")
         sub.add_argument("-v", "--verbose", action="store_true", help="show progress")
         if kind != "folder":
             sub.add_argument("--compression", choices=("none", "lz4", "zstd"), default="none",
@@ -187,13 +192,60 @@ def _ffr_files(path: str) -> List[str]:
 # ---- info --------------------------------------------------------------------------------
 
 def _info(args: argparse.Namespace) -> int:
+    from .dataset import dataset_kind
+
     for path in args.paths:
-        summary = _summarize(path)
+        structured = dataset_kind(path) is not None
+        summary = _summarize_dataset(path) if structured else _summarize(path)
         if args.json:
             print(json.dumps(summary))
+        elif structured:
+            _print_dataset(summary)
         else:
             _print_summary(summary)
     return EXIT_OK
+
+
+def _summarize_dataset(path: str) -> Dict:
+    """A structured dataset (``ffrecord.dataset``): its fields, counts and bytes per field."""
+    from .dataset import dataset_kind, open_dataset
+
+    kind = dataset_kind(path)
+    with warnings.catch_warnings(), open_dataset(path, decoders=_raw_decoders(path, kind)) as dataset:
+        warnings.simplefilter("ignore")  # e.g. a legacy file: `ffrecord verify` reports it
+        shards = dataset.members if kind == "sharded" else [dataset]
+        fields = []
+        for name, spec in dataset.spec.items():
+            field = shards[0].fields[name]
+            entry = {"field": name, "type": spec, "datapoints": len(dataset),
+                     "bytes": sum(os.path.getsize(Path(s.directory) / field.file) for s in shards),
+                     "compression": field.compression or "none"}
+            if field.sequence:
+                entry["elements"] = sum(int(s.element_counts(name).sum()) for s in shards)
+            fields.append(entry)
+    return {"path": path, "kind": kind, "shards": len(shards), "datapoints": len(dataset),
+            "bytes": sum(f["bytes"] for f in fields), "fields": fields}
+
+
+def _raw_decoders(path: str, kind: Optional[str]) -> Dict[str, Any]:
+    """A decoder for every type of a dataset, so that info needs none of the user's codecs."""
+    from .dataset.reader import shard_directories
+    from .dataset.spec import read_spec
+
+    first = Path(path) if kind == "dataset" else shard_directories(Path(path))[0]
+    return {field.type: bytes for field in read_spec(first)[0].values()}
+
+
+def _print_dataset(s: Dict) -> None:
+    shards = f", {s['shards']} shards" if s["kind"] == "sharded" else ""
+    print(f"{s['path']}  (structured dataset{shards})")
+    print(f"  datapoints   {s['datapoints']:,}")
+    print(f"  total size   {s['bytes']:,} bytes")
+    width = max(len(f["field"]) for f in s["fields"])
+    types = max(len(f["type"]) for f in s["fields"])
+    for f in s["fields"]:
+        elements = f"  {f['elements']:,} elements" if "elements" in f else ""
+        print(f"    {f['field']:<{width}}  {f['type']:<{types}}  {f['bytes']:>14,} bytes{elements}")
 
 
 def _summarize(path: str) -> Dict:
@@ -371,10 +423,16 @@ def _convert(args: argparse.Namespace) -> int:
     from . import convert
 
     compression = None if getattr(args, "compression", "none") == "none" else args.compression
+    if args.kind in ("folder", "granular") and len(args.inputs) != 1:
+        raise _UsageError(f"convert {args.kind} takes exactly one input directory")
     if args.kind == "folder":
-        if len(args.inputs) != 1:
-            raise _UsageError("convert folder takes exactly one input folder")
         count = convert.folder_to_ffr(args.inputs[0], args.out, verbose=args.verbose)
+    elif args.kind == "granular":
+        from .dataset.granular import from_granular
+
+        count = from_granular(args.inputs[0], args.out, compression=compression, verbose=args.verbose)
+        print(f"wrote {count:,} datapoints to {args.out}")
+        return EXIT_OK
     elif args.kind == "tfrecord":
         count = convert.tfrecord_to_ffr(args.inputs, args.out, verify=args.verify,
                                         compression=compression, verbose=args.verbose)

@@ -92,6 +92,7 @@ class Readable:
 
 
 _ITER_BATCH = 256
+_COUNT_CHUNK = 1 << 16  # element counts read per call
 
 
 def parse_mask(mask: Any, fields: Mapping[str, Field]) -> dict[str, Selection]:
@@ -223,6 +224,16 @@ class DatasetReader(Readable):
         idx = np.array([one_index(index, self._length)], np.int64)
         return {name: int(self._counts(field, idx)[0]) if field.sequence else True
                 for name, field in self._fields.items()}
+
+    def element_counts(self, name: str, indices: Any = None) -> np.ndarray:
+        """The element count of sequence field ``name`` in each datapoint of ``indices``
+        (all by default), reading only the counts."""
+        field = self._fields.get(name)
+        if field is None or not field.sequence:
+            raise MaskError(f"{name!r} is not a sequence field of {self.directory}")
+        idx = np.arange(self._length) if indices is None else self._indices(indices)
+        return np.concatenate([self._counts(field, idx[at:at + _COUNT_CHUNK])
+                               for at in range(0, len(idx), _COUNT_CHUNK)] or [np.empty(0, np.int64)])
 
     def _read_field(self, field: Field, chosen: Selection, idx: np.ndarray) -> list[Any]:
         if not field.sequence:

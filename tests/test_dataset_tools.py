@@ -1,0 +1,69 @@
+"""Tools around structured datasets: ``ffrecord info DIR`` and the Granular converter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ffrecord.cli import main
+from ffrecord.dataset import DatasetReader, ShardedDatasetReader, ShardedDatasetWriter
+from ffrecord.dataset.granular import from_granular
+
+SPEC = {"label": "int", "frames": "bytes[]", "text": "utf8:zstd"}
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("info") / "sharded"
+    with ShardedDatasetWriter(path, SPEC, shardlen=4) as writer:
+        for k in range(10):
+            writer.append({"label": k, "frames": [b"f" * 10] * k, "text": "word " * k})
+    return path
+
+
+def test_info_describes_fields(sharded: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["info", "--json", str(sharded), str(sharded / "000001")]) == 0
+    whole, shard = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert (whole["kind"], whole["shards"], whole["datapoints"]) == ("sharded", 3, 10)
+    assert [(f["field"], f["type"], f["datapoints"]) for f in whole["fields"]] == [
+        ("label", "int", 10), ("frames", "bytes[]", 10), ("text", "utf8:zstd", 10)]
+    assert whole["fields"][1]["elements"] == sum(range(10))
+    assert shard["fields"][1]["elements"] == sum(range(4, 8)) and shard["kind"] == "dataset"
+    label_bytes = sum((s / "label.ffr").stat().st_size for s in sharded.iterdir())
+    assert whole["fields"][0]["bytes"] == label_bytes and whole["fields"][2]["compression"] == "zstd"
+    assert main(["info", str(sharded)]) == 0
+    text = capsys.readouterr().out
+    assert "3 shards" in text and "frames  bytes[]" in text and "45 elements" in text
+
+
+def test_convert_from_granular(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    granular = pytest.importorskip("granular")
+    spec = {"label": "int", "big": "i64", "name": "utf8", "blob": "bytes", "pixels": "array",
+            "meta": "msgpack", "photo": "png"}
+    image = np.arange(48, dtype=np.uint8).reshape(4, 4, 3)
+
+    def point(k: int) -> dict:
+        return {"label": k * 10, "big": -(2**40) * k, "name": f"n{k}", "blob": bytes([k]) * k,
+                "pixels": np.full((2, 3), k, np.float32), "meta": {"k": k}, "photo": image + k}
+
+    with granular.ShardedDatasetWriter(tmp_path / "g", spec, granular.encoders, shardlen=3) as writer:
+        for k in range(7):
+            writer.append(point(k))
+    assert main(["convert", "granular", str(tmp_path / "g"), str(tmp_path / "ours"),
+                 "--compression", "zstd"]) == 0
+    assert "wrote 7 datapoints" in capsys.readouterr().out
+    with ShardedDatasetReader(tmp_path / "ours") as reader:
+        assert reader.shards == 3 and reader.spec["pixels"] == "array:zstd" and reader.spec["label"] == "int"
+        for k, got in enumerate(reader):
+            want = point(k)
+            assert {key: got[key] for key in ("label", "big", "name", "blob", "meta")} == {
+                key: want[key] for key in ("label", "big", "name", "blob", "meta")}
+            assert np.array_equal(got["pixels"], want["pixels"]) and np.array_equal(got["photo"], want["photo"])
+    with granular.DatasetWriter(tmp_path / "single", {"v": "tree"}, granular.encoders) as writer:
+        writer.append({"v": {"a": [1, 2]}})
+    assert from_granular(tmp_path / "single", tmp_path / "tree") == 1
+    with DatasetReader(tmp_path / "tree", {"tree": granular.decoders["tree"]}) as reader:
+        assert reader[0] == {"v": {"a": [1, 2]}}
