@@ -40,7 +40,26 @@ BATCH_BYTES = 1 << 20
 SAMPLE_CHARGE = BATCH_BYTES // 4096
 
 
-class FileWriter:
+class ClosesOrAborts:
+    """As a context manager: ``close()`` on success, ``abort()`` when an exception leaves."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class FileWriter(ClosesOrAborts):
     """Writes exactly ``n`` samples (or any number when ``n`` is ``None``) to ``fname``.
 
     ``compression="lz4"`` stores samples LZ4-compressed, ``"zstd"`` Zstandard-compressed
@@ -193,15 +212,6 @@ class FileWriter:
     @property
     def closed(self) -> bool:
         return not self._handle
-
-    def __enter__(self) -> FileWriter:
-        return self
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
     def __del__(self) -> None:
         try:

@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from ..writer import FileWriter
+from ..writer import ClosesOrAborts, FileWriter
 from . import codecs, sequence
 from .errors import CodecError, DatapointError
 from .spec import SPEC_FILE, Field, parse_spec, sync_directory, write_spec
 
-class DatasetWriter:
+class DatasetWriter(ClosesOrAborts):
     """Writes datapoints (dicts with one value per field of ``spec``) to ``directory``.
 
     Each field goes to its own FFRecord file, ``<field>.ffr``; ``spec.json`` is written
@@ -153,15 +153,6 @@ class DatasetWriter:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> DatasetWriter:
-        return self
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, {self.spec}) n={self._length}"
 
@@ -207,7 +198,7 @@ def _remove(path: Path) -> None:
         pass
 
 
-class ShardedDatasetWriter:
+class ShardedDatasetWriter(ClosesOrAborts):
     """Writes a dataset as shards: sub-directories ``000000``, ``000001``, ... of
     ``directory``, each a dataset of its own holding ``shardlen`` datapoints (the last one
     fewer). This writer writes shards ``shardstart``, ``shardstart + shardstep``, ...: with
@@ -297,11 +288,3 @@ class ShardedDatasetWriter:
             self._writer.abort()
             self._writer = None
 
-    def __enter__(self) -> ShardedDatasetWriter:
-        return self
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
