@@ -447,3 +447,34 @@ def test_module_examples() -> None:
 
     for module in (dataset, c, mixture, reader, q, spec, writer):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def test_a_known_length_is_held_to(tmp_path: Path) -> None:
+    with DatasetWriter(tmp_path / "exact", {"n": "int", "s": "bytes[]"}, length=2) as writer:
+        writer.append({"n": 0, "s": [b"a"]})
+        writer.append({"n": 1, "s": []})
+        with pytest.raises(ValueError, match="length=2 datapoints; datapoint 2 is one too many"):
+            writer.append({"n": 2, "s": []})
+    with DatasetReader(tmp_path / "exact") as reader:
+        assert reader.read([1, 0]) == [{"n": 1, "s": []}, {"n": 0, "s": [b"a"]}]
+    writer = DatasetWriter(tmp_path / "short", {"n": "int"}, length=3)
+    writer.append({"n": 0})
+    with pytest.raises(ValueError, match="n=3"):
+        writer.close()
+    assert not (tmp_path / "short").exists()
+
+
+def test_sharded_writers_with_a_known_length(tmp_path: Path) -> None:
+    for start in (0, 1):
+        with ShardedDatasetWriter(tmp_path / "s", {"n": "int"}, shardlen=4, shardstart=start,
+                                  shardstep=2, length=10) as writer:
+            for shard in range(start, 3, 2):
+                for n in range(4 * shard, min(4 * shard + 4, 10)):
+                    writer.append({"n": n})
+    with ShardedDatasetReader(tmp_path / "s") as reader:
+        assert [d["n"] for d in reader] == list(range(10))
+    with ShardedDatasetWriter(tmp_path / "t", {"n": "int"}, shardlen=2, length=3) as writer:
+        for n in range(3):
+            writer.append({"n": n})
+        with pytest.raises(ValueError, match="more datapoints than length"):
+            writer.append({"n": 3})

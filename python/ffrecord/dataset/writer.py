@@ -28,6 +28,11 @@ class DatasetWriter(ClosesOrAborts):
     ``ffrecord.dataset.codecs``). Every field of a datapoint is encoded before any is
     written, so a failing encoder leaves the dataset as it was; the writer stays usable.
 
+    ``length``, when known, is the exact number of datapoints to be written (more is a
+    ``ValueError`` at ``append``, fewer at ``close``): each field file is then written in
+    place, where an unknown count stages the data and copies it behind the header at
+    ``close`` (one more pass over the data on disk).
+
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "ds")
     >>> with DatasetWriter(path, {"text": "utf8", "tokens": "int[]"}) as writer:
@@ -38,7 +43,7 @@ class DatasetWriter(ClosesOrAborts):
     """
 
     def __init__(self, directory: Any, spec: Mapping[str, str],
-                 encoders: Mapping[str, Callable] | None = None) -> None:
+                 encoders: Mapping[str, Callable] | None = None, *, length: int | None = None) -> None:
         self._writers: dict[str, FileWriter] = {}
         self.directory = Path(os.fsdecode(directory))
         self._fields = parse_spec(spec)
@@ -47,12 +52,13 @@ class DatasetWriter(ClosesOrAborts):
             raise FileExistsError(f"{self.directory}: already holds a dataset ({SPEC_FILE})")
         self._created = not self.directory.exists()
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._expected = length
         self._length = 0
         self._size = 0
         self._closed = False
         try:
             for name, field in self._fields.items():
-                self._writers[name] = FileWriter(self.directory / field.file, None,
+                self._writers[name] = FileWriter(self.directory / field.file, length,
                                                  compression=field.compression)
         except BaseException:
             self.abort()
@@ -79,6 +85,9 @@ class DatasetWriter(ClosesOrAborts):
         if self._closed:
             raise ValueError(f"I/O operation on closed {type(self).__name__}")
         index = self._length
+        if index == self._expected:
+            raise ValueError(f"{self.directory}: the dataset was created for length={self._expected} "
+                             f"datapoints; datapoint {index} is one too many")
         samples = self._encode(datapoint, index)
         try:
             for name, sample in samples.items():
@@ -204,6 +213,9 @@ class ShardedDatasetWriter(ClosesOrAborts):
     fewer). This writer writes shards ``shardstart``, ``shardstart + shardstep``, ...: with
     ``shardstart=i, shardstep=N``, N processes write disjoint shards of one dataset in
     parallel. Every shard is complete (its ``spec.json`` written) as soon as it is full.
+    ``length``, when known, is the number of datapoints of the whole dataset (all writers
+    together): each shard's count follows, and shards are written in place (see
+    ``DatasetWriter``).
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "sharded")
@@ -216,7 +228,7 @@ class ShardedDatasetWriter(ClosesOrAborts):
 
     def __init__(self, directory: Any, spec: Mapping[str, str],
                  encoders: Mapping[str, Callable] | None = None, shardlen: int | None = None,
-                 shardstart: int = 0, shardstep: int = 1) -> None:
+                 shardstart: int = 0, shardstep: int = 1, *, length: int | None = None) -> None:
         if shardlen is not None and shardlen < 1:
             raise ValueError(f"shardlen must be at least 1, got {shardlen}")
         if shardstart < 0 or shardstep < 1:
@@ -228,6 +240,7 @@ class ShardedDatasetWriter(ClosesOrAborts):
         codecs.resolve(self._fields, encoders, "encode")  # fails now rather than at the first append
         self._encoders = encoders
         self.shardlen = shardlen
+        self.length = length
         self._next_shard = shardstart
         self.shardstep = shardstep
         self._writer: DatasetWriter | None = None
@@ -258,12 +271,24 @@ class ShardedDatasetWriter(ClosesOrAborts):
             raise ValueError(f"I/O operation on closed {type(self).__name__}")
         if self._writer is None:
             self._writer = DatasetWriter(self.directory / shard_name(self._next_shard), self.spec,
-                                         self._encoders)
+                                         self._encoders, length=self._shard_length(self._next_shard))
         index = len(self)
         self._writer.append(datapoint)
-        if self.shardlen is not None and len(self._writer) >= self.shardlen:
+        if len(self._writer) in (self.shardlen, self._writer._expected):
             self._finish_shard()
         return index
+
+    def _shard_length(self, number: int) -> int | None:
+        """How many datapoints shard ``number`` holds, when the total is known."""
+        if self.length is None:
+            return None
+        if self.shardlen is None:
+            return self.length
+        count = min(self.shardlen, self.length - number * self.shardlen)
+        if count <= 0:
+            raise ValueError(f"a dataset of length={self.length} in shards of {self.shardlen} has no "
+                             f"shard {number}: more datapoints than length")
+        return count
 
     def _finish_shard(self) -> None:
         writer, self._writer = self._writer, None
