@@ -186,3 +186,57 @@ def test_eight_threads_share_one_reader_byte_exact(dataset, reader: FileReader) 
             assert got == [samples[i] for i in order], f"thread {seed}: mismatch for {order}"
 
     run_threads(work, 8, timeout=120)
+
+
+def kept_forms(sample: np.ndarray) -> list:
+    """Objects a user may keep from a sample, each still reading the sample's memory."""
+    import ctypes
+
+    forms = [sample, sample[1:], memoryview(sample), np.frombuffer(sample, np.uint8),
+             sample.view(np.int8), np.asarray(memoryview(sample)[::2])]
+    if sample.size:
+        forms.append((ctypes.c_char * sample.size).from_buffer(sample))
+    return forms
+
+
+def test_recycled_buffers_never_change_a_kept_sample(dataset, reader: FileReader) -> None:
+    """Batch buffers are reused, but only once nothing refers to them: whatever a user keeps
+    of a sample (the array, a slice, a memoryview, a ctypes view...) keeps its bytes."""
+    _, samples = dataset
+    rng = random.Random(3)
+    kept = []
+    for step in range(300):
+        order = [rng.randrange(len(samples)) for _ in range(rng.randrange(1, 40))]
+        if step % 3 == 0:
+            order = order[:1]
+            batch = [reader.read_one(order[0])]
+        elif step % 3 == 1:
+            batch = reader.read(order)
+        else:
+            buf, offsets = reader.read_batch(order)
+            batch = [buf[offsets[k]:offsets[k + 1]] for k in range(len(order))]
+            del buf
+        position = rng.randrange(len(batch))
+        assert batch[position].tobytes() == samples[order[position]]
+        forms = kept_forms(batch[position])
+        obj = forms[step % len(forms)]
+        kept.append((obj, np.asarray(obj).tobytes()))
+        del batch, forms, obj
+        if len(kept) > 12:  # dropping old ones lets their buffers be recycled
+            kept.pop(rng.randrange(len(kept)))
+        for obj, snapshot in kept:
+            assert np.asarray(obj).tobytes() == snapshot, step
+
+
+def test_recycled_buffers_are_reused_once_free(tmp_path: Path) -> None:
+    samples = [payload(i, 4096) for i in range(64)]
+    with FileReader(write_dataset(tmp_path / "pool.ffr", samples)) as reader:
+        first = reader.read(list(range(32)))
+        address = first[0].ctypes.data
+        del first
+        second = reader.read(list(range(32, 64)))
+        assert second[0].ctypes.data == address  # the freed buffer came back
+        third = reader.read(list(range(32)))
+        assert third[0].ctypes.data != address  # in use by ``second``: another buffer
+        assert [s.tobytes() for s in second] == samples[32:]
+        assert [s.tobytes() for s in third] == samples[:32]

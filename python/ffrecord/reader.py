@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import operator
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
@@ -64,6 +65,9 @@ class FileInfo(NamedTuple):
     data_bytes: int  #: sample data as stored (compressed, the extension record included)
     file_bytes: int
     metadata: str  #: ``"intact"``, ``"legacy"`` (checksum 0, old writer) or ``"damaged"``
+# Batch buffers are recycled (see _BufferPool) up to this size; larger ones are allocated per call.
+_MAX_POOLED = 256 << 20
+_POOL_SLOTS = 4
 
 
 class FileReader:
@@ -93,6 +97,7 @@ class FileReader:
         self.n: int = self._query_u64(lib.dll.ffr_reader_len)
         self.fnames: list[str] = self._names(lib.dll)
         self._fixed_size = _SIZE_UNKNOWN
+        self._pools = threading.local()
         for message in self._warnings(lib.dll):
             warnings.warn(message, FFRecordWarning, stacklevel=2)
 
@@ -105,11 +110,7 @@ class FileReader:
         [b'a', b'ccc']
         """
         buf, sizes, common = self._read(index_array(indices, self.n), None)
-        k = len(sizes)
-        if common >= 0:  # one size: the rows of a 2-D view are the cheapest views to make
-            return list(buf.reshape(k, common))
-        edges = _offsets(sizes).tolist()
-        return [buf[start:end] for start, end in zip(edges, edges[1:])]
+        return _split(buf, len(sizes), common, sizes)
 
     def read_one(self, index: Any) -> np.ndarray:
         """Reads one sample as a ``uint8`` array.
@@ -197,7 +198,7 @@ class FileReader:
             if status:
                 _lib.raise_status(status)
         total = int(sizes.sum())
-        buf = np.empty(total, np.uint8) if out is None else _output_view(out, total)
+        buf = self._new_buffer(total) if out is None else _output_view(out, total)
         status = dll.ffr_reader_read_batch(handle, idx_addr, k, buf.ctypes.data, total, sizes_addr)
         if status:
             _lib.raise_status(status)
@@ -213,7 +214,7 @@ class FileReader:
         """One call, no sizes call, into a buffer sized for samples of the learnt size.
         ``None`` when it was too small: ``sizes`` is filled and nothing was read."""
         fixed, k = self._fixed_size, len(sizes)
-        buf = np.empty(fixed * k, np.uint8)
+        buf = self._new_buffer(fixed * k)
         status = dll.ffr_reader_read_batch(handle, idx_addr, k, buf.ctypes.data, fixed * k,
                                            sizes_addr)
         if status == 0 and (sizes == fixed).all():
@@ -222,6 +223,15 @@ class FileReader:
             _lib.raise_status(status)
         self._fixed_size = _SIZES_VARY  # guessed wrong once: size every batch from now on
         return (buf[: int(sizes.sum())], sizes, -1) if status == 0 else None
+
+    def _new_buffer(self, nbytes: int) -> np.ndarray:
+        """A ``uint8`` array of ``nbytes`` for one batch: recycled memory when this thread
+        has a buffer that nothing refers to any more (already faulted in: a fresh buffer
+        pays a page fault per 4 KiB, as much as reading warm data costs)."""
+        pool = getattr(self._pools, "pool", None)
+        if pool is None:
+            pool = self._pools.pool = _BufferPool()
+        return pool.take(nbytes)
 
     # -- checking ---------------------------------------------------------------------
 
@@ -337,6 +347,7 @@ class FileReader:
         if self._closed:
             return
         self._closed = True
+        self._pools = threading.local()  # frees the recycled buffers (those still in use live on)
         generation, self._generation = self._generation, -1  # makes _live() refuse
         lib = _lib.loaded()
         if lib is not None and lib.generation == generation:
@@ -414,6 +425,79 @@ class FileReader:
     def _warnings(self, dll: ctypes.CDLL) -> list[str]:
         text = _lib.copy_text(dll.ffr_reader_warnings, self._handle).decode("utf-8", "replace")
         return [line for line in text.splitlines() if line]
+
+
+class _BufferPool:
+    """A few batch buffers of one thread, each reused only while nothing else refers to it.
+
+    Every array ``read`` hands out is a view of its buffer, and so is anything made from
+    one (views, ``memoryview``, ``np.frombuffer``, ``torch.from_numpy``): each holds a
+    reference to the buffer, directly or through the objects it was made from. A buffer
+    whose reference count is down to the pool's own is therefore seen by no one, and a
+    sample that someone keeps never changes. The count is compared with the count taken
+    the same way right after the buffer was made. Without a global interpreter lock the
+    counts are not exact, and every batch gets a fresh buffer.
+    """
+
+    enabled = getattr(sys, "_is_gil_enabled", lambda: True)()
+
+    def __init__(self) -> None:
+        self._buffers: list[np.ndarray] = []
+        self._baseline = 0
+
+    def take(self, nbytes: int) -> np.ndarray:
+        if not self.enabled or nbytes > _MAX_POOLED:
+            return np.empty(nbytes, np.uint8)
+        fitting = smaller = None
+        for slot in range(len(self._buffers)):
+            if self._refs(slot) > self._baseline:
+                continue
+            if self._buffers[slot].nbytes >= nbytes:
+                fitting = slot
+                break
+            smaller = slot
+        if fitting is None:
+            fitting = self._add(nbytes, smaller)
+            if fitting is None:  # every slot in use: this batch's buffer is not kept
+                return np.empty(nbytes, np.uint8)
+        return self._buffers[fitting][:nbytes]
+
+    def _add(self, nbytes: int, replace: int | None) -> int | None:
+        """Makes a buffer of at least ``nbytes`` in slot ``replace`` or a new slot."""
+        if replace is None and len(self._buffers) >= _POOL_SLOTS:
+            return None
+        # a power of two: batches of variable-size samples reuse it as they vary
+        capacity = min(max(4096, 1 << max(nbytes - 1, 0).bit_length()), _MAX_POOLED)
+        if replace is None:
+            self._buffers.append(np.empty(capacity, np.uint8))
+            replace = len(self._buffers) - 1
+        else:
+            self._buffers[replace] = np.empty(capacity, np.uint8)
+        self._baseline = self._refs(replace)
+        return replace
+
+    def _refs(self, slot: int) -> int:
+        return sys.getrefcount(self._buffers[slot])
+
+
+def _split(buf: np.ndarray, k: int, common: int, sizes: np.ndarray) -> list[np.ndarray]:
+    """The ``k`` samples of a batch buffer; ``common`` is their one size, or -1."""
+    if common >= 0:  # one size: the rows of a 2-D view are the cheapest views to make
+        return list(buf[: k * common].reshape(k, common))
+    edges = _offsets(sizes).tolist()
+    return [buf[start:end] for start, end in zip(edges, edges[1:])]
+
+
+def split_batch(buffer: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
+    """The samples of ``read_batch``'s ``(buffer, offsets)``, as ``read`` returns them.
+
+    >>> split_batch(np.frombuffer(b"abbccc", np.uint8), np.array([0, 1, 3, 6]))[2].tobytes()
+    b'ccc'
+    """
+    sizes = np.diff(offsets)
+    k = len(sizes)
+    common = int(sizes[0]) if k and (sizes == sizes[0]).all() else -1
+    return _split(buffer, k, common, sizes)
 
 
 def _offsets(sizes: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 import torch.utils.data
 
+from .collate import default_collate
 from ._state import decode_generator_state, dataset_fingerprint, encode_generator_state
 from .sampler import EpochBatchSampler, SkippingBatchSampler
 
@@ -105,6 +106,9 @@ class DataLoader(torch.utils.data.DataLoader):
     has fixed its start method; ``forkserver`` and ``spawn`` work too.
 
     Each batch is one ``dataset[indices]`` call (via ``__getitems__``), then ``collate_fn``.
+    Without a ``collate_fn``, batches are collated by ``ffrecord.torch.collate.default_collate``:
+    torch's ``default_collate`` results, built from the batch's one buffer when its samples
+    are equal-shaped arrays. A ``collate_fn`` given is used as given.
 
     >>> loader = DataLoader(list(range(10)), batch_size=4, shuffle=True, seed=1)
     >>> first = [b.tolist() for b in loader]
@@ -137,6 +141,8 @@ class DataLoader(torch.utils.data.DataLoader):
     ) -> None:
         if num_workers > 0 and multiprocessing_context is None:
             multiprocessing_context = _default_start_method()
+        if collate_fn is None and (batch_size is not None or batch_sampler is not None):
+            collate_fn = default_collate  # torch's default for batches (auto-collation)
         super().__init__(
             dataset,
             batch_size,

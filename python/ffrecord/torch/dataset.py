@@ -5,7 +5,7 @@ Unlike ``torch.utils.data.Dataset``, whose ``__getitem__`` takes one index, thes
 protocol (``__getitems__``), so even the stock ``torch.utils.data.DataLoader`` fetches a
 batch with a single read.
 
-Two ways to subclass ``Dataset`` (both from the original FFRecord README):
+Three ways to subclass ``Dataset`` (the first and last from the original FFRecord README):
 
 1. override ``process(indices, data)``, which turns the raw samples of a batch into samples::
 
@@ -13,7 +13,15 @@ Two ways to subclass ``Dataset`` (both from the original FFRecord README):
            def process(self, indices, data):
                return [pickle.loads(b) for b in data]
 
-2. own the reader and define ``__len__`` and ``__getitem__(indices)`` yourself::
+2. override ``process_batch(indices, buffer, offsets)`` to decode the whole batch at once
+   from the one buffer it was read into; an array returned from it (first axis: the batch)
+   becomes the batch tensor without a copy::
+
+       class Images(Dataset):
+           def process_batch(self, indices, buffer, offsets):
+               return buffer.view(np.float32).reshape(len(indices), 3, 32, 32)
+
+3. own the reader and define ``__len__`` and ``__getitem__(indices)`` yourself::
 
        class Pickled(Dataset):
            def __init__(self, fnames):
@@ -34,6 +42,9 @@ import numpy as np
 import torch.utils.data
 
 from ffrecord import FileReader
+from ffrecord.reader import split_batch
+
+from . import collate
 
 
 def _scalar_index(index: Any) -> int | None:
@@ -116,11 +127,26 @@ class Dataset(torch.utils.data.Dataset):
         single = _scalar_index(indices)
         if single is not None:
             return self[[single]][0]
-        return self.process(indices, self.reader.read(indices))
+        buffer, offsets = collate.read_batch(self.reader, indices)
+        return self.process_batch(indices, buffer, offsets)
 
     def __getitems__(self, indices: list[int]) -> list:
         """torch's batched-fetch protocol: the DataLoader hands over the whole batch at once."""
         return self[indices]
+
+    def process_batch(self, indices: Sequence[int], buffer: np.ndarray, offsets: np.ndarray) -> Any:
+        """Turns a batch as read into the samples the DataLoader's ``collate_fn`` receives.
+
+        ``buffer`` (uint8) holds the samples back to back: sample ``indices[i]`` is
+        ``buffer[offsets[i]:offsets[i + 1]]``. By default the samples are split out and
+        handed to ``process``. Override it to decode a whole batch at once, returning a
+        list of samples or an array whose first axis is the batch (with ffrecord's
+        DataLoader and its default collate, an array that is a view of ``buffer`` becomes
+        the batch tensor without a copy).
+        """
+        samples = split_batch(buffer, offsets)
+        collate.hand_on(samples)
+        return self.process(indices, samples)
 
     def process(self, indices: Sequence[int], data: list[np.ndarray]) -> list:
         """Turns the raw samples of a batch into samples; by default returns them unchanged.

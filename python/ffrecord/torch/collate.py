@@ -1,0 +1,163 @@
+"""Batches as one tensor over the batch's one buffer, with torch's ``default_collate`` results.
+
+An ffrecord batch is read back to back into one buffer. torch's ``default_collate`` then
+turns the samples into tensors one by one and copies them into a new tensor; when the
+samples are equal-shaped arrays, ``default_collate`` here builds the same tensor (dtype,
+shape, values) from the one buffer instead:
+
+- the samples the dataset read and handed on unchanged are the rows of that buffer: the
+  batch tensor is the buffer itself, no copy;
+- an array returned by ``Dataset.process_batch`` that lies inside the batch buffer is used
+  as is too; other equal-shaped arrays are stacked with one copy;
+- anything else (unequal shapes, other types, dtypes torch cannot hold) goes to torch's
+  ``default_collate``, unchanged, errors included.
+
+In a DataLoader worker the batch is read straight into shared memory, as torch's own
+collate allocates it: the batch crosses to the main process as one tensor (a file
+descriptor), never as per-sample objects.
+
+>>> import numpy as np
+>>> default_collate([np.arange(3, dtype=np.int16), np.arange(3, dtype=np.int16)]).shape
+torch.Size([2, 3])
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import get_worker_info
+from torch.utils.data._utils import collate as _torch_collate
+
+from ffrecord.reader import FileReader
+
+# Element types torch's default_collate turns into tensors of the same dtype.
+_DTYPES = {np.dtype(name): getattr(torch, name) for name in (
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+    "complex64", "complex128")}
+_layout = operator.attrgetter("shape", "strides", "dtype")
+_local = threading.local()
+
+
+@dataclass
+class _BatchBuffer:
+    """The buffer the batch being fetched was read into, and its samples when handed on
+    unchanged (with the (shape, strides, dtype) they had, to detect in-place changes)."""
+
+    array: np.ndarray
+    tensor: torch.Tensor | None  # the shared-memory tensor behind ``array`` in a worker
+    samples: list | None = None
+    members: tuple = ()
+    layout: tuple | None = None
+
+    def as_tensor(self) -> torch.Tensor:
+        return torch.from_numpy(self.array) if self.tensor is None else self.tensor
+
+
+def read_batch(reader: FileReader, indices: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Reads ``indices`` into one buffer (shared memory in a DataLoader worker) and makes it
+    the batch that ``default_collate`` may use as is; returns ``(buffer, offsets)``."""
+    _local.batch = None  # a batch no collate consumed must not keep its buffer alive
+    tensor = None
+    if get_worker_info() is None:
+        buffer, offsets = reader.read_batch(indices)
+    else:
+        total = int(reader.sizes(indices).sum())
+        tensor = _shared_bytes(total)
+        buffer, offsets = reader.read_batch(indices, out=tensor.numpy())
+    _local.batch = _BatchBuffer(buffer, tensor)
+    return buffer, offsets
+
+
+def hand_on(samples: list) -> None:
+    """Records ``samples`` (made by ``split_batch`` from the current batch buffer) as they
+    are before user code sees them: if the very same list reaches ``default_collate`` with
+    the same members, unchanged in shape and dtype, it is the buffer's rows."""
+    batch = getattr(_local, "batch", None)
+    if batch is not None and samples:
+        batch.samples, batch.members, batch.layout = samples, tuple(samples), _layout(samples[0])
+
+
+def default_collate(batch: Any) -> Any:
+    """``torch.utils.data.default_collate``, without per-sample work for equal-shaped arrays.
+
+    >>> import numpy as np
+    >>> default_collate([np.zeros(2, np.float32), np.ones(2, np.float32)]).tolist()
+    [[0.0, 0.0], [1.0, 1.0]]
+    """
+    current, _local.batch = getattr(_local, "batch", None), None
+    if _torch_defaults_intact():
+        if isinstance(batch, np.ndarray):
+            fast = _collate_array(batch, current)
+        elif type(batch) is list:
+            fast = _collate_samples(batch, current)
+        else:
+            fast = None
+        if fast is not None:
+            return fast
+    return _torch_collate.default_collate(batch)
+
+
+def _torch_defaults_intact() -> bool:
+    """False when the user re-registered how torch collates arrays or tensors: then only
+    torch's own collate knows the result."""
+    table = _torch_collate.default_collate_fn_map
+    return (table.get(np.ndarray) is _torch_collate.collate_numpy_array_fn
+            and table.get(torch.Tensor) is _torch_collate.collate_tensor_fn)
+
+
+def _collate_samples(samples: list, current: _BatchBuffer | None) -> torch.Tensor | None:
+    if not samples or set(map(type, samples)) != {np.ndarray}:
+        return None
+    layouts = set(map(_layout, samples))
+    if len(layouts) != 1:
+        return None
+    shape, _, dtype = layout = layouts.pop()
+    if dtype not in _DTYPES or not dtype.isnative or not shape:
+        return None
+    k = len(samples)
+    if (current is not None and samples is current.samples and layout == current.layout
+            and all(map(operator.is_, samples, current.members))):
+        # exactly the uint8 rows split_batch made, back to back from the buffer's start
+        return current.as_tensor()[: k * shape[0]].view(k, shape[0])
+    out = _new_batch_tensor((k, *shape), dtype)
+    np.stack(samples, out=out.numpy())
+    return out
+
+
+def _collate_array(array: np.ndarray, current: _BatchBuffer | None) -> torch.Tensor | None:
+    """An array whose first axis is the batch (what ``process_batch`` may return)."""
+    dtype = array.dtype
+    if array.ndim == 0 or len(array) == 0 or dtype not in _DTYPES or not dtype.isnative:
+        return None
+    if current is not None and array.flags.c_contiguous:
+        start = array.__array_interface__["data"][0] - current.array.__array_interface__["data"][0]
+        if 0 <= start and start + array.nbytes <= current.array.nbytes:
+            flat = current.as_tensor()[start : start + array.nbytes]
+            if start % dtype.itemsize == 0:
+                return flat.view(_DTYPES[dtype]).view(array.shape)
+    if array.ndim == 1:  # torch wraps it without a copy: leave it to torch
+        return None
+    # not memory of this batch: torch copies it (a cached array must not be aliased)
+    out = _new_batch_tensor(array.shape, dtype)
+    np.copyto(out.numpy(), array)
+    return out
+
+
+def _new_batch_tensor(shape: tuple, dtype: np.dtype) -> torch.Tensor:
+    """An empty tensor for a batch: in shared memory in a worker, as torch's collate makes it."""
+    if get_worker_info() is None:
+        return torch.empty(shape, dtype=_DTYPES[dtype])
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    return _shared_bytes(nbytes).view(_DTYPES[dtype]).view(shape)
+
+
+def _shared_bytes(nbytes: int) -> torch.Tensor:
+    """A 1-D uint8 tensor of ``nbytes`` in shared memory (what torch sends between processes
+    by file descriptor, without copying)."""
+    storage = torch.UntypedStorage._new_shared(max(nbytes, 1))
+    return torch.empty(0, dtype=torch.uint8).set_(storage, 0, (nbytes,))
