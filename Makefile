@@ -3,7 +3,9 @@
 #   make demo         venv + install, then write and read a dataset (examples/quickstart.py)
 #   make test         venv + install with every extra, then go vet, go test and pytest
 #   make build        libffrecord.so in python/ffrecord/ for PYTHONPATH=python development
-#   make bench        the benchmark suite (make bench-quick: a short run)
+#   make bench        the benchmark suite (make bench-quick: a short run); both first run
+#                     bench-deps: g++ and libaio-dev, which the reference's build needs
+#                     (apt-get, as root), then pip's `bench` extra brings pybind11
 #   make clean        build outputs (make distclean: the venv too)
 
 PYTHON ?= python3
@@ -14,7 +16,7 @@ PYTEST_ARGS ?=
 # Tests run against the installed package, never against python/ on the path.
 RUN := env -u PYTHONPATH -u FFRECORD_LIBRARY
 
-.PHONY: build venv install demo test bench bench-quick clean distclean
+.PHONY: build venv install demo test bench bench-quick bench-deps clean distclean
 
 build:
 	PYTHONWARNINGS=ignore $(PYTHON) setup.py -q build_ext --inplace
@@ -36,10 +38,18 @@ test: install
 	go test ./...
 	$(RUN) $(VPY) -m pytest -q -rfEs $(PYTEST_ARGS)
 
-bench: install
+# The reference implementation is built by shared/reference/build.sh (g++, libaio-dev,
+# pybind11); without them the benchmarks still run, and say why the reference is missing.
+bench-deps:
+	@if [ -f /usr/include/libaio.h ] && command -v g++ >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq g++ libaio-dev >/dev/null; \
+	else echo "bench-deps: install g++ and libaio-dev to measure the reference" >&2; fi
+
+bench: bench-deps install
 	$(RUN) $(VPY) benchmarks/run.py
 
-bench-quick: install
+bench-quick: bench-deps install
 	$(RUN) $(VPY) benchmarks/run.py --quick
 
 clean:

@@ -26,18 +26,20 @@ from .context import BenchContext
 from .contenders import all_contenders
 from .machine import machine_facts
 from .markdown import to_markdown
+from .reference import source_dir
 from .report import format_cell, format_goals, format_machine, to_json, write_json
-from .workloads import cold, dataloader, limits, open_memory, resume, warm, write
+from .workloads import cold, dataloader, fresh, limits, open_memory, resume, warm, write
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 WORKLOADS = {"warm": warm.run, "limits": limits.run, "cold": cold.run,
-             "dataloader": dataloader.run, "open": open_memory.run, "resume": resume.run}
+             "dataloader": dataloader.run, "open": open_memory.run, "resume": resume.run,
+             "fresh": fresh.run}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="benchmarks/run.py", description=__doc__.splitlines()[0])
     p.add_argument("--quick", dest="mode", action="store_const", const="quick", default="full",
-                   help="smaller files and fewer repetitions (about 2 minutes)")
+                   help="smaller files and fewer repetitions (a few minutes)")
     p.add_argument("--mode", choices=("full", "quick", "smoke"), help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, default=RESULTS_DIR, help="where JSON and PNGs go")
     p.add_argument("--data-dir", type=Path, default=None,
@@ -131,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine": facts,
         "config": dataclasses.asdict(config),
         "contenders": {c.name: c.label for c in ctx.contenders},
+        "reference": {"source": str(source_dir()),
+                      "measured": ctx.contender("reference") is not None,
+                      "skipped": ctx.results.skipped.get("reference")},
     }
     out = args.out / f"{config.mode}.json"
     document = to_json(ctx.results, goals, meta)

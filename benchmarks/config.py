@@ -53,6 +53,10 @@ class BenchConfig:
     loader_batches: int
     # Resume: set_step values (batch size 1 over the open_samples file).
     resume_steps: tuple[int, ...]
+    # Fresh-process goals: datasets written, then read one epoch with these batch sizes
+    # (the first also feeds the DataLoader epoch).
+    fresh_datasets: tuple[SizeSpec, ...]
+    fresh_batches: tuple[int, ...]
     memcpy_bytes: int
     fio_seconds: float
 
@@ -77,12 +81,14 @@ def preset(mode: str) -> BenchConfig:
         warm_min_seconds=0.3,
         warm_batches=(64, 256),
         cold_sizes=(KiB, 4 * KiB, 128 * KiB),
-        cold_batches=(64, 512),
+        cold_batches=(64, 256, 512),
         cold_samples_per_rep=4096,
         open_samples=5_000_000,
         loader_cases=((KiB, 256), (4 * KiB, 256), (128 * KiB, 64)),
         loader_batches=120,
         resume_steps=(1, 10**3, 10**6),
+        fresh_datasets=(SizeSpec(KiB, 200_000), SizeSpec(128 * KiB, 2000)),
+        fresh_batches=(256, 64),
         memcpy_bytes=256 << 20,
         fio_seconds=3.0,
     )
@@ -96,8 +102,9 @@ def preset(mode: str) -> BenchConfig:
             datasets=(SizeSpec(KiB, 8192), SizeSpec(4 * KiB, 8192), SizeSpec(128 * KiB, 256)),
             warm_min_seconds=0.1,
             cold_sizes=(4 * KiB,),
+            cold_batches=(256,),
             cold_samples_per_rep=2048,
-            loader_cases=((KiB, 256), (4 * KiB, 256)),
+            loader_cases=((KiB, 256),),
             loader_batches=30,
             memcpy_bytes=64 << 20,
             fio_seconds=1.5,
@@ -118,6 +125,8 @@ def preset(mode: str) -> BenchConfig:
             loader_cases=((4 * KiB, 32),),
             loader_batches=3,
             resume_steps=(1, 10, 1000),
+            fresh_datasets=(SizeSpec(KiB, 2048), SizeSpec(128 * KiB, 16)),
+            fresh_batches=(256, 8),
             memcpy_bytes=1 << 20,
             fio_seconds=0.5,
         )

@@ -3,7 +3,7 @@
 Example:
     >>> doc = {"machine": {"cores": 2, "cpu": "x", "kernel": "6", "memory_gib": 1,
     ...        "load_average_1m": 0.5, "disk": "d", "filesystem": "ext4"},
-    ...        "mode": "quick", "eviction": "fadvise", "goals": [], "reference": {"source": "r"},
+    ...        "mode": "quick", "eviction": "fadvise", "goals": [], "reference": {"source": "r", "measured": True},
     ...        "cells": [{"workload": "write", "params": {"sample_size": 1024}, "unit": "samples/s",
     ...                   "contenders": {"ffrecord": {"median": 2e5}}, "ratios": {}}]}
     >>> "| write 1 KiB | 200k samples/s |" in to_markdown(doc)
@@ -18,7 +18,8 @@ from pathlib import Path
 
 from .formatting import human
 
-_ORDER = ["ffrecord", "ffrecord-batch", "ffrecord-direct", "python", "lmdb", "folder", "hdf5",
+_ORDER = ["ffrecord", "ffrecord-batch", "ffrecord-direct", "reference", "python", "lmdb",
+          "granular", "array-record", "folder", "hdf5",
           "memory", "sampler-walk", "memcpy", "raw_qd64", "write_fsync"]
 
 
@@ -75,7 +76,10 @@ def to_markdown(doc: dict) -> str:
             ratio = cell["ratios"].get(f"ffrecord/{name}")
             row.append(_figure(figures, cell["unit"]) + (f" ({ratio:.2f}x)" if ratio else ""))
         lines.append(f"| {_label(cell)} | " + " | ".join(row) + " |")
-    lines += ["", f"Goals (reference figures: {doc['reference']['source']}):", "",
+    ref = doc["reference"]
+    where = ("measured in this run, built from " + ref["source"] if ref["measured"]
+             else f"not measured: {ref.get('skipped')}")
+    lines += ["", f"Goals (the reference: {where}):", "",
               "| status | goal | measured | target |", "|---|---|---|---|"]
     for g in doc["goals"]:
         bound = "<=" if g["at_most"] else ">="

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import reference as ref
 from .results import Cell, Results
 
 _COLORS = {"ffrecord": "#d62728", "ffrecord-direct": "#ff9896", "python": "#7f7f7f",
-           "lmdb": "#1f77b4", "folder": "#2ca02c", "hdf5": "#9467bd", "memory": "#17becf"}
+           "lmdb": "#1f77b4", "folder": "#2ca02c", "hdf5": "#9467bd", "memory": "#17becf",
+           "granular": "#8c564b", "array-record": "#e377c2"}
 _REF_STYLE = {"color": "white", "edgecolor": "black", "hatch": "//"}
 
 
@@ -20,7 +20,7 @@ def _bars(ax, groups: list[tuple[str, dict[str, float]]], ylabel: str, title: st
         xs = [i + j * width for i, (_, values) in enumerate(groups) if name in values]
         ys = [values[name] for _, values in groups if name in values]
         style = _REF_STYLE if name == "reference" else {"color": _COLORS.get(name, "#bcbd22")}
-        label = "reference (measured separately)" if name == "reference" else name
+        label = "reference (C++/libaio)" if name == "reference" else name
         ax.bar(xs, ys, width, label=label, **style)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(groups))], [g for g, _ in groups])
     ax.set_yscale("log")
@@ -46,13 +46,8 @@ def _medians(cell: Cell) -> dict[str, float]:
 def _warm_groups(results: Results, check: bool) -> list[tuple[str, dict[str, float]]]:
     groups = []
     for cell in (c for c in results.cells if c.workload == "warm_read" and c.params["check"] == check):
-        values = _gbps(cell)
         size, batch = cell.params["sample_size"], cell.params["batch"]
-        if size == 1024 and batch == 256:
-            values["reference"] = ref.WARM_1K_B256[check] * size / 1e9
-        if size == 128 << 10 and batch == 64:
-            values["reference"] = ref.WARM_128K_B64_GBPS[check]
-        groups.append((f"{size // 1024} KiB b{batch}", values))
+        groups.append((f"{size // 1024} KiB b{batch}", _gbps(cell)))
     return groups
 
 
@@ -77,20 +72,14 @@ def draw(results: Results, out_dir: Path, mode: str) -> list[Path]:
     cold = []
     for cell in (c for c in results.cells if c.workload == "cold_read"):
         size, batch = cell.params["sample_size"], cell.params["batch"]
-        values = _medians(cell)
-        if size == 4096 and batch in ref.COLD_4K:
-            values["reference"] = ref.COLD_4K[batch]
-        cold.append((f"{size // 1024} KiB b{batch}", values))
+        cold.append((f"{size // 1024} KiB b{batch}", _medians(cell)))
     _bars(axes[0], cold, "samples/s (log)", "cold random batch reads (cache dropped)")
     raw = results.find("limits", what="odirect_random_read", block=4096)
     if raw is not None:
         _limit_line(axes[0], raw.median("raw_qd64"), f"raw O_DIRECT 4 KiB QD64 ({raw.params['tool']})")
     writes = []
     for cell in (c for c in results.cells if c.workload == "write"):
-        values = _gbps(cell)
-        if cell.params["sample_size"] in ref.WRITE_GBPS:
-            values["reference"] = ref.WRITE_GBPS[cell.params["sample_size"]]
-        writes.append((f"{cell.params['sample_size'] // 1024} KiB", values))
+        writes.append((f"{cell.params['sample_size'] // 1024} KiB", _gbps(cell)))
     _bars(axes[1], writes, "GB/s (log)", "write throughput")
     disk = results.find("limits", what="sequential_write_fsync")
     if disk is not None:

@@ -1,33 +1,53 @@
-"""Figures of the reference implementation (HFAiLab ffrecord, C++/libaio/pybind11).
+"""The reference implementation (HFAiLab ffrecord 1.4: C++, libaio, pybind11), built to run
+beside ffrecord.
 
-It is not installable here (not on PyPI), so it cannot run beside the contenders: these are
-its figures measured separately on this machine type, with its own build, and labelled as
-such wherever they are used.
+Its sources and ``build.sh`` live in ``shared/reference`` beside the repository (or
+``$FFRECORD_REFERENCE_SRC``). The build needs g++, libaio-dev and pybind11 (``make bench``
+installs them: see ``make bench-deps``); it is cached under ``~/.cache/ffrecord-bench``,
+keyed by the sources and the interpreter, so it is built once. The package it builds is
+also called ``ffrecord``: it runs in processes of its own (``benchmarks/isolated.py``).
+
+Example:
+    >>> source_dir().name
+    'reference'
 """
 
 from __future__ import annotations
 
-SOURCE = "reference, measured separately"
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 
-#: samples/s, random batches, warm cache, from Python.
-WARM_1K_B256 = {True: 469e3, False: 515e3}  # by check_data
-#: the pure-Python pread loop, measured in the same session as the reference.
-PREAD_1K_B256 = {True: 226e3, False: 454e3}
-#: GB/s, 128 KiB samples, batch 64, warm.
-WARM_128K_B64_GBPS = {True: 1.40, False: 2.16}
-#: samples/s, 4 KiB samples, cold cache, by batch size.
-COLD_4K = {64: 23e3, 512: 18e3}
-#: GB/s of the writer, by sample size.
-WRITE_GBPS = {1024: 0.28, 128 * 1024: 0.56}
+from .isolated import REPO
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ffrecord-bench"
 
 
-def as_json() -> dict:
-    """The constants, for the results file."""
-    return {
-        "source": SOURCE,
-        "warm_1k_b256_samples_per_s": {"check_on": WARM_1K_B256[True], "check_off": WARM_1K_B256[False]},
-        "pread_loop_1k_b256_samples_per_s": {"check_on": PREAD_1K_B256[True], "check_off": PREAD_1K_B256[False]},
-        "warm_128k_b64_gb_per_s": {"check_on": WARM_128K_B64_GBPS[True], "check_off": WARM_128K_B64_GBPS[False]},
-        "cold_4k_samples_per_s": {f"batch_{b}": v for b, v in COLD_4K.items()},
-        "write_gb_per_s": {f"{s}B": v for s, v in WRITE_GBPS.items()},
-    }
+def source_dir() -> Path:
+    return Path(os.environ.get("FFRECORD_REFERENCE_SRC", REPO.parent / "shared" / "reference"))
+
+
+def _fingerprint(src: Path) -> str:
+    digest = hashlib.sha256(sys.executable.encode())
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(src)).encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def build() -> Path:
+    """The directory to put first on ``PYTHONPATH`` to import the reference as ``ffrecord``;
+    builds it on first use. Raises RuntimeError saying why it cannot be built."""
+    src = source_dir()
+    script = src / "build.sh"
+    if not script.is_file():
+        raise RuntimeError(f"no reference sources at {src} (set FFRECORD_REFERENCE_SRC)")
+    out = CACHE / f"reference-{_fingerprint(src)}"
+    if (out / "ffrecord" / "_ffrecord_cpp.so").is_file():
+        return out
+    proc = subprocess.run(["bash", str(script), str(out), sys.executable],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"reference build failed: {(proc.stderr or proc.stdout).strip()[-600:]}")
+    return out

@@ -6,7 +6,6 @@ import json
 import math
 from pathlib import Path
 
-from . import reference
 from .goals import Goal
 from .formatting import human
 from .results import Cell, Results
@@ -68,7 +67,6 @@ def _finite_or_none(value: object) -> object:
 def to_json(results: Results, goals: list[Goal], meta: dict) -> dict:
     return _finite_or_none({
         **meta,
-        "reference": reference.as_json(),
         "skipped": results.skipped,
         "errors": results.errors,
         "cells": [c.to_json() for c in results.cells],

@@ -48,6 +48,10 @@ class Contender(ABC):
     checks: tuple[bool, ...] = (False,)
     #: the PyPI package it needs, if any.
     package: str | None = None
+    #: measured only in processes of its own (``benchmarks/isolated.py``).
+    isolated: bool = False
+    #: put first on the import path of its processes.
+    pythonpath: str | None = None
 
     def unavailable_reason(self) -> str | None:
         """None when usable here, else why not (e.g. the package is not installed)."""
@@ -67,6 +71,11 @@ class Contender(ABC):
     def store_name(self) -> str:
         return self.store or self.name
 
+    @property
+    def owns_store(self) -> bool:
+        """False when it reads a store another contender writes (its writes go to scratch)."""
+        return self.store_name == self.name
+
     def files(self, root: Path) -> list[str]:
         """Every file that reads of ``root`` touch (evicted before cold reads)."""
         return [str(p) for p in sorted(root.rglob("*")) if p.is_file()]
@@ -77,16 +86,36 @@ class Contender(ABC):
 
 def all_contenders() -> list[Contender]:
     """Every contender, ffrecord first (ratios are taken against it)."""
+    from .array_record_store import ArrayRecordContender
     from .ffrecord_store import FFRecordContender
     from .folder import FolderContender
+    from .granular_store import GranularContender
     from .hdf5 import HDF5Contender
     from .lmdb_store import LMDBContender
     from .python_loop import PythonLoopContender
+    from .reference_store import ReferenceContender
 
     return [
         FFRecordContender(),
+        ReferenceContender(),
         PythonLoopContender(),
         LMDBContender(),
+        GranularContender(),
+        ArrayRecordContender(),
         FolderContender(),
         HDF5Contender(),
     ]
+
+
+def contender_named(name: str) -> Contender:
+    """The contender called ``name`` (ffrecord's variants included).
+
+    Example:
+        >>> contender_named("ffrecord-direct").label
+        'ffrecord (O_DIRECT)'
+    """
+    from .ffrecord_store import FFRecordContender
+
+    if name.startswith("ffrecord-"):
+        return FFRecordContender(name.removeprefix("ffrecord-"))
+    return next(c for c in all_contenders() if c.name == name)

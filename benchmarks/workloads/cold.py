@@ -1,19 +1,21 @@
 """Workload 3: random batch reads from the disk; the cache is emptied before each repetition.
 
-ffrecord and the Python loop check CRCs (their default; the disk, not the CRC, is the cost
-here); the other formats have no per-sample checksum. ffrecord also runs as
-``ffrecord-direct`` (O_DIRECT).
+ffrecord, the reference and the Python loop check CRCs (their default; the disk, not the
+CRC, is the cost here); the other formats have no per-sample checksum. ffrecord also runs
+as ``ffrecord-direct`` (O_DIRECT); the reference runs in a process of its own.
 """
 
 from __future__ import annotations
 
 import time
 from contextlib import closing
+from pathlib import Path
 
 from ..cache import eviction_method, evict
 from ..config import read_batches
 from ..context import BenchContext, index_batches
 from ..contenders import Contender
+from ..isolated import runner
 from ..results import Cell
 from ..timing import interleaved
 
@@ -26,25 +28,22 @@ def samples_per_rep(ctx: BenchContext, size: int, batch: int) -> int:
     return max(1, wanted // batch) * batch
 
 
+def measure(contender: Contender, root: str, n: int, batch: int, count: int, seed: int) -> float:
+    """Samples/s of ``count`` random batches read right after the files were evicted."""
+    batches = index_batches(n, batch, count, seed=seed)
+    evict(contender.files(Path(root)))
+    with closing(contender.open(Path(root), True in contender.checks)) as reader:
+        start = time.perf_counter()  # after open: a header read at open is not timed
+        for indices in batches:
+            reader.read(indices)
+        return count * batch / (time.perf_counter() - start)
+
+
 def _cold_rate(ctx: BenchContext, contender: Contender, size: int, batch: int):
-    root = ctx.store_dir(contender, size)
-    n = ctx.spec(size).count
     count = samples_per_rep(ctx, size, batch) // batch
-    check = True in contender.checks
-    rep = 0
-
-    def measure() -> float:
-        nonlocal rep
-        batches = index_batches(n, batch, count, seed=1000 + rep)
-        rep += 1
-        evict(contender.files(root))
-        with closing(contender.open(root, check)) as reader:
-            start = time.perf_counter()  # after open: a header read at open is not timed
-            for indices in batches:
-                reader.read(indices)
-            return count * batch / (time.perf_counter() - start)
-
-    return measure
+    reps = iter(range(10**9))
+    args = (str(ctx.store_dir(contender, size)), ctx.spec(size).count, batch, count)
+    return lambda: runner(contender, "benchmarks.workloads.cold:measure", *args, 1000 + next(reps))()
 
 
 def run(ctx: BenchContext) -> None:

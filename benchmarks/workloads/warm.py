@@ -1,38 +1,37 @@
 """Workload 2: random batch reads with the page cache warm, data checks on and off.
 
-ffrecord also runs as ``ffrecord-batch`` (``read_batch``): what the API costs without
-per-sample arrays.
+ffrecord also runs as ``ffrecord-batch`` (``read_batch`` into a preallocated buffer): what
+the API costs without per-sample arrays or fresh memory. The reference runs the same loop
+in a process of its own, on the same file.
 """
 
 from __future__ import annotations
 
 import itertools
 from contextlib import closing
+from pathlib import Path
 
 from ..config import read_batches
 from ..context import BenchContext, index_batches, read_through
 from ..contenders import Contender
+from ..isolated import runner
 from ..results import Cell
 from ..timing import interleaved, rate
 
 
-def _reader_rate(ctx: BenchContext, contender: Contender, size: int, batch: int, check: bool):
-    root = ctx.store_dir(contender, size)
-    batches = index_batches(ctx.spec(size).count, batch, 64, seed=batch)
+def measure(contender: Contender, root: str, n: int, batch: int, check: bool,
+            min_seconds: float) -> float:
+    """Samples/s of reading random batches of ``batch`` for at least ``min_seconds``."""
+    cycle = itertools.cycle(index_batches(n, batch, 64, seed=batch))
+    with closing(contender.open(Path(root), check)) as reader:
+        reader.read(next(cycle))  # first call pays lazy set-up
 
-    def measure() -> float:
-        cycle = itertools.cycle(batches)
-        with closing(contender.open(root, check)) as reader:
-            reader.read(next(cycle))  # first call pays lazy set-up
+        def one_batch() -> int:
+            indices = next(cycle)
+            reader.read(indices)
+            return len(indices)
 
-            def one_batch() -> int:
-                indices = next(cycle)
-                reader.read(indices)
-                return len(indices)
-
-            return rate(one_batch, ctx.config.warm_min_seconds)
-
-    return measure
+        return rate(one_batch, min_seconds)
 
 
 def run(ctx: BenchContext) -> None:
@@ -44,7 +43,9 @@ def run(ctx: BenchContext) -> None:
             for check in (True, False):
                 ctx.log(f"warm read: {spec.label} batch {batch} check {'on' if check else 'off'}")
                 runners = {
-                    c.name: _reader_rate(ctx, c, spec.size, batch, check)
+                    c.name: runner(c, "benchmarks.workloads.warm:measure",
+                                   str(ctx.store_dir(c, spec.size)), spec.count, batch, check,
+                                   ctx.config.warm_min_seconds)
                     for c in contenders
                     if check in c.checks
                 }
