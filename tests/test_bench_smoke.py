@@ -24,8 +24,9 @@ sys.path.insert(0, str(REPO))
 from benchmarks import ffr_format  # noqa: E402
 from benchmarks.workloads.limits import threaded_iops  # noqa: E402
 
-EXPECTED_WORKLOADS = {"write", "warm_read", "limits", "cold_read", "open"}
-TORCH_WORKLOADS = {"dataloader", "resume", "state_dict"}
+EXPECTED_WORKLOADS = {"write", "warm_read", "limits", "cold_read", "open", "fresh_write",
+                      "fresh_epoch"}
+TORCH_WORKLOADS = {"dataloader", "resume", "state_dict", "fresh_loader", "fresh_open_workers"}
 
 
 def installed(package: str) -> bool:
@@ -57,7 +58,8 @@ def test_every_installed_contender_is_measured(smoke_run: tuple[dict, Path, str]
     assert "ffrecord" in doc["contenders"], doc["skipped"]
     assert "python" in doc["contenders"]
     assert "folder" in doc["contenders"]
-    for name, package in (("lmdb", "lmdb"), ("hdf5", "h5py")):
+    for name, package in (("lmdb", "lmdb"), ("hdf5", "h5py"), ("granular", "granular"),
+                          ("array-record", "array_record")):
         assert (name in doc["contenders"]) == installed(package), doc["skipped"]
         if not installed(package):
             assert package in doc["skipped"][name]
@@ -67,11 +69,26 @@ def test_every_installed_contender_is_measured(smoke_run: tuple[dict, Path, str]
     assert "ffrecord-batch" in first_cell(doc, "warm_read")["contenders"]
 
 
+def test_reference_is_measured_beside_ffrecord(smoke_run: tuple[dict, Path, str]) -> None:
+    """The reference is built and run in processes of its own, in every table it fits; only
+    a missing build dependency excuses it, and then the run says which."""
+    doc, _, _ = smoke_run
+    if "reference" not in doc["contenders"]:
+        assert doc["reference"]["measured"] is False and doc["skipped"]["reference"]
+        pytest.skip(f"reference not built here: {doc['skipped']['reference']}")
+    assert doc["reference"]["measured"] is True
+    for workload in ("write", "warm_read", "cold_read", "fresh_write", "fresh_epoch",
+                     *(("fresh_loader", "fresh_open_workers") if installed("torch") else ())):
+        cell = first_cell(doc, workload)
+        assert "reference" in cell["contenders"], workload
+        assert "ffrecord/reference" in cell["ratios"], workload
+    assert any("reference" in g["goal"] for g in doc["goals"])
+
+
 def test_json_structure_and_finite_numbers(smoke_run: tuple[dict, Path, str]) -> None:
     doc, _, _ = smoke_run
     assert doc["mode"] == "smoke" and doc["schema"] == 1 and doc["errors"] == {}
     assert doc["machine"]["cores"] >= 1 and doc["machine"]["kernel"]
-    assert doc["reference"]["source"].startswith("reference, measured separately")
     workloads = {c["workload"] for c in doc["cells"]}
     expected = EXPECTED_WORKLOADS | (TORCH_WORKLOADS if installed("torch") else set())
     assert expected <= workloads, workloads

@@ -94,6 +94,26 @@ def test_read_batch_and_out_buffer(dataset, reader: FileReader) -> None:
         reader.read_batch(order, out=bytes(int(offsets[-1])))
 
 
+def test_read_batch_into_allocated_buffers(tmp_path: Path) -> None:
+    """``out`` as a function: asked for the batch's byte count (twice when the size the
+    reader learnt from fixed-size batches turns out wrong)."""
+    sizes = [32] * 20 + [40]
+    samples = [payload(i, size) for i, size in enumerate(sizes)]
+    asked = []
+
+    def allocate(nbytes: int) -> bytearray:
+        asked.append(nbytes)
+        return bytearray(nbytes)
+
+    with FileReader(write_dataset(tmp_path / "alloc.ffr", samples)) as reader:
+        for order in ([*range(10)], [*range(10, 20)], [20, 0]):
+            buf, offsets = reader.read_batch(order, out=allocate)
+            assert buf.tobytes() == b"".join(samples[i] for i in order)
+        assert asked == [320, 320, 64, 72]
+        with pytest.raises(ValueError, match="returned a buffer of 1 bytes"):
+            reader.read_batch([0], out=lambda n: bytearray(1))
+
+
 INDEX_FORMS = {
     "list": lambda ix: list(ix),
     "tuple": lambda ix: tuple(ix),

@@ -126,7 +126,9 @@ class FileReader:
 
         Returns ``(buffer, offsets)``: sample ``k`` is ``buffer[offsets[k]:offsets[k+1]]``.
         ``out``, when given, is a writable C-contiguous buffer to read into (``ValueError``
-        when too small); the returned buffer is then a ``uint8`` view of its beginning.
+        when too small), or a function that returns one given the batch's size in bytes
+        (it may be asked twice when the reader's guess of that size was wrong); the
+        returned buffer is then a ``uint8`` view of its beginning.
 
         >>> buf, offsets = r.read_batch([1, 2])        # doctest: +SKIP
         >>> buf.tobytes(), offsets.tolist()             # doctest: +SKIP
@@ -180,8 +182,9 @@ class FileReader:
         return sizes
 
     def _read(self, idx: np.ndarray, out: Any) -> tuple[np.ndarray, np.ndarray, int]:
-        """Reads ``idx`` into one buffer; returns it, the sizes, and the common sample size
-        (-1 when the sizes differ)."""
+        """Reads ``idx`` into one buffer (``out``: None, a buffer, or a function giving one
+        for a byte count); returns it, the sizes, and the common sample size (-1 when the
+        sizes differ)."""
         dll, handle = self._live()
         k = len(idx)
         sizes = np.empty(k, np.uint64)
@@ -189,19 +192,31 @@ class FileReader:
             return np.empty(0, np.uint8), sizes, -1
         # Each ``.ctypes.data`` costs about a microsecond: take every address once.
         idx_addr, sizes_addr = idx.ctypes.data, sizes.ctypes.data
-        if out is None and 0 <= self._fixed_size * k <= _MAX_GUESS:
-            done = self._read_fixed_size(dll, handle, idx_addr, sizes, sizes_addr)
+        if out is not None and not callable(out):  # one call: it fails, sizing, when too small
+            return self._read_into(dll, handle, idx_addr, sizes, sizes_addr, _writable_bytes(out))
+        allocate = self._new_buffer if out is None else _allocator(out)
+        if 0 <= self._fixed_size * k <= _MAX_GUESS:
+            done = self._read_fixed_size(dll, handle, idx_addr, sizes, sizes_addr, allocate)
             if done is not None:
                 return done
         else:
             status = dll.ffr_reader_sizes(handle, idx_addr, k, sizes_addr)
             if status:
                 _lib.raise_status(status)
+        buf = allocate(int(sizes.sum()))
+        return self._read_into(dll, handle, idx_addr, sizes, sizes_addr, buf)
+
+    def _read_into(self, dll: ctypes.CDLL, handle: int, idx_addr: int, sizes: np.ndarray,
+                   sizes_addr: int, buf: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        k = len(sizes)
+        status = dll.ffr_reader_read_batch(handle, idx_addr, k, buf.ctypes.data, buf.nbytes,
+                                           sizes_addr)
         total = int(sizes.sum())
-        buf = self._new_buffer(total) if out is None else _output_view(out, total)
-        status = dll.ffr_reader_read_batch(handle, idx_addr, k, buf.ctypes.data, total, sizes_addr)
+        if status == E_SHORTBUF:
+            raise ValueError(f"out holds {buf.nbytes} bytes; the batch needs {total}")
         if status:
             _lib.raise_status(status)
+        buf = buf[:total]
         common = int(sizes[0])
         if not (sizes == common).all():
             return buf, sizes, -1
@@ -210,15 +225,15 @@ class FileReader:
         return buf, sizes, common
 
     def _read_fixed_size(self, dll: ctypes.CDLL, handle: int, idx_addr: int, sizes: np.ndarray,
-                         sizes_addr: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+                         sizes_addr: int, allocate: Any) -> tuple[np.ndarray, np.ndarray, int] | None:
         """One call, no sizes call, into a buffer sized for samples of the learnt size.
         ``None`` when it was too small: ``sizes`` is filled and nothing was read."""
         fixed, k = self._fixed_size, len(sizes)
-        buf = self._new_buffer(fixed * k)
+        buf = allocate(fixed * k)
         status = dll.ffr_reader_read_batch(handle, idx_addr, k, buf.ctypes.data, fixed * k,
                                            sizes_addr)
         if status == 0 and (sizes == fixed).all():
-            return buf, sizes, fixed
+            return buf[: fixed * k], sizes, fixed
         if status not in (0, E_SHORTBUF):
             _lib.raise_status(status)
         self._fixed_size = _SIZES_VARY  # guessed wrong once: size every batch from now on
@@ -539,13 +554,24 @@ def _paths_of(fname: Any) -> list[str]:
     raise TypeError(f"fname must be a path or a list of paths, not {type(fname).__name__}")
 
 
-def _output_view(out: Any, total: int) -> np.ndarray:
+def _writable_bytes(out: Any) -> np.ndarray:
+    """The whole of ``out`` as a ``uint8`` array; ValueError unless writable and contiguous."""
     view = memoryview(out)
     if view.readonly or not view.c_contiguous:
         raise ValueError("out must be a writable C-contiguous buffer")
-    if view.nbytes < total:
-        raise ValueError(f"out holds {view.nbytes} bytes; the batch needs {total}")
-    return np.frombuffer(view, np.uint8, count=total)
+    return np.frombuffer(view, np.uint8, count=view.nbytes)
+
+
+def _allocator(make: Any) -> Any:
+    """``make(nbytes)``'s buffer as ``uint8``, checked to be writable and big enough."""
+
+    def allocate(nbytes: int) -> np.ndarray:
+        buf = _writable_bytes(make(nbytes))
+        if buf.nbytes < nbytes:
+            raise ValueError(f"out({nbytes}) returned a buffer of {buf.nbytes} bytes")
+        return buf
+
+    return allocate
 
 
 def _unpickle(cls: type[FileReader], fnames: list[str], check_data: bool,

@@ -62,14 +62,18 @@ def read_batch(reader: FileReader, indices: Any) -> tuple[np.ndarray, np.ndarray
     """Reads ``indices`` into one buffer (shared memory in a DataLoader worker) and makes it
     the batch that ``default_collate`` may use as is; returns ``(buffer, offsets)``."""
     _local.batch = None  # a batch no collate consumed must not keep its buffer alive
-    tensor = None
     if get_worker_info() is None:
         buffer, offsets = reader.read_batch(indices)
-    else:
-        total = int(reader.sizes(indices).sum())
-        tensor = _shared_bytes(total)
-        buffer, offsets = reader.read_batch(indices, out=tensor.numpy())
-    _local.batch = _BatchBuffer(buffer, tensor)
+        _local.batch = _BatchBuffer(buffer, None)
+        return buffer, offsets
+    made = []
+
+    def shared(nbytes: int) -> np.ndarray:
+        made.append(_shared_bytes(nbytes))
+        return made[-1].numpy()
+
+    buffer, offsets = reader.read_batch(indices, out=shared)
+    _local.batch = _BatchBuffer(buffer, made[-1])
     return buffer, offsets
 
 
