@@ -81,6 +81,7 @@ def machine_facts(data_dir: str) -> dict:
         "root": os.geteuid() == 0,
         "fio": _fio_version(),
         "packages": {
-            name: _version(name) for name in ("numpy", "torch", "lmdb", "h5py", "matplotlib")
+            name: _version(name) for name in ("numpy", "torch", "lmdb", "h5py", "matplotlib",
+                                              "granular", "array-record", "pybind11")
         },
     }

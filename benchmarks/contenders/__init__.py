@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import importlib.util
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,15 @@ class BatchReader(Protocol):
     def read(self, indices: np.ndarray) -> Sequence: ...
 
     def close(self) -> None: ...
+
+
+def fsync_file(path: Path) -> None:
+    """Flushes a written file to disk (what every single-file writer here does once)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class ClosingReader:

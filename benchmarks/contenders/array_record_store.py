@@ -7,8 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import ClosingReader, Contender
-from .granular_store import _fsync
+from . import ClosingReader, Contender, fsync_file
 
 _FILE = "data.array_record"
 # group_size:1 puts every record in its own chunk: what random access needs.
@@ -56,7 +55,7 @@ class ArrayRecordContender(Contender):
         for data in samples:
             writer.write(data)
         writer.close()
-        _fsync(root / _FILE)
+        fsync_file(root / _FILE)
 
     def open(self, root: Path, check: bool) -> ArrayRecordBatchReader:
         return ArrayRecordBatchReader(root)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from . import ClosingReader, Contender
+from . import ClosingReader, Contender, fsync_file
 
 _FILE = "data.bag"
 
@@ -54,15 +53,7 @@ class GranularContender(Contender):
             writer.append(data, flush=False)
         writer.close()
         for path in (root / _FILE, (root / _FILE).with_suffix(".idx")):
-            _fsync(path)
+            fsync_file(path)
 
     def open(self, root: Path, check: bool) -> BagBatchReader:
         return BagBatchReader(root)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

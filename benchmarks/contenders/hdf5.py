@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from . import ClosingReader, Contender
+from . import ClosingReader, Contender, fsync_file
 
 _FILE = "data.h5"
 _WRITE_CHUNK = 1024
@@ -62,11 +61,7 @@ class HDF5Contender(Contender):
                     rows[j] = np.frombuffer(data, dtype=np.uint8)
                 # write_direct: dset[a:b] = rows treats equal-length rows as a 2-D array
                 dset.write_direct(rows, dest_sel=np.s_[start : start + len(chunk)])
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_file(path)
 
     def open(self, root: Path, check: bool) -> HDF5Reader:
         return HDF5Reader(root)

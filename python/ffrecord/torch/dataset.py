@@ -127,7 +127,10 @@ class Dataset(torch.utils.data.Dataset):
         single = _scalar_index(indices)
         if single is not None:
             return self[[single]][0]
-        buffer, offsets = collate.read_batch(self.reader, indices)
+        reader = self.reader
+        if not isinstance(reader, FileReader):  # a reader of the user's own: read() is its API
+            return self.process(indices, reader.read(indices))
+        buffer, offsets = collate.read_batch(reader, indices)
         return self.process_batch(indices, buffer, offsets)
 
     def __getitems__(self, indices: list[int]) -> list:
