@@ -562,6 +562,14 @@ def _writable_bytes(out: Any) -> np.ndarray:
     return np.frombuffer(view, np.uint8, count=view.nbytes)
 
 
+def _output_view(out: Any, total: int) -> np.ndarray:
+    """The first ``total`` bytes of ``out``; ValueError when it holds fewer."""
+    buf = _writable_bytes(out)
+    if buf.nbytes < total:
+        raise ValueError(f"out holds {buf.nbytes} bytes; the batch needs {total}")
+    return buf[:total]
+
+
 def _allocator(make: Any) -> Any:
     """``make(nbytes)``'s buffer as ``uint8``, checked to be writable and big enough."""
 
