@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-#define FFR_ABI_VERSION 2
+#define FFR_ABI_VERSION 3
 
 /* Status codes. The Python mapping is given for each; an FFR_E_IO or FFR_E_NOTFOUND whose
  * failure has an errno (ffr_oserror) becomes the OSError subclass Python gives that errno
@@ -147,6 +147,18 @@ int32_t ffr_writer_abort(int64_t handle);
 int32_t ffr_reader_open(const char *const *paths, uint64_t npaths, uint32_t flags,
                         int64_t *handle);
 
+/* ffr_reader_open with storage options: options is NULL (the defaults) or a JSON object
+ * configuring access to paths that are URLs (s3://bucket/key, s3://bucket/prefix/,
+ * http(s)://...; file:// names a local path): "endpoint_url", "region", "profile",
+ * "anonymous", "virtual_hosted", "concurrency", "timeout" (seconds per request),
+ * "retries", "cache_dir". Unset fields come from the environment (AWS_ENDPOINT_URL,
+ * AWS_REGION, AWS_PROFILE, the AWS credentials and config files, FFRECORD_CACHE_DIR,
+ * FFRECORD_REMOTE_CONCURRENCY). An unknown field is FFR_E_INVALID. A missing object is
+ * FFR_E_NOTFOUND (errno ENOENT), a refused one FFR_E_IO with errno EACCES, a response
+ * cut short again after a retry FFR_E_CORRUPT. */
+int32_t ffr_reader_open_options(const char *const *paths, uint64_t npaths, uint32_t flags,
+                                const char *options, int64_t *handle);
+
 /* Total number of samples. */
 int32_t ffr_reader_len(int64_t handle, uint64_t *n);
 
@@ -225,6 +237,13 @@ int32_t ffr_reader_verify(int64_t handle, uint64_t start, uint64_t count, uint64
 
 /* Closes the reader. Closing a closed reader returns FFR_OK and does nothing. */
 int32_t ffr_reader_close(int64_t handle);
+
+/* ---- object storage ----------------------------------------------------------------- */
+
+/* Uploads the local file at path to url (s3://bucket/key), in parallel parts when large.
+ * The object appears only once the upload completes; a failed upload is aborted and
+ * leaves no object. options: as for ffr_reader_open_options. */
+int32_t ffr_upload(const char *path, const char *url, const char *options);
 
 #ifdef __cplusplus
 }

@@ -82,6 +82,16 @@ func ffr_reader_open(paths *C.ffr_cpath, npaths C.uint64_t, flags C.uint32_t, ha
 	return C.int32_t(abi.ReaderOpen(unsafe.Pointer(paths), uint64(npaths), uint32(flags), unsafe.Pointer(handle)))
 }
 
+//export ffr_reader_open_options
+func ffr_reader_open_options(paths *C.ffr_cpath, npaths C.uint64_t, flags C.uint32_t, options *C.ffr_cchar, handle *C.int64_t) C.int32_t {
+	return C.int32_t(abi.ReaderOpenOptions(unsafe.Pointer(paths), uint64(npaths), uint32(flags), unsafe.Pointer(options), unsafe.Pointer(handle)))
+}
+
+//export ffr_upload
+func ffr_upload(path *C.ffr_cchar, url *C.ffr_cchar, options *C.ffr_cchar) C.int32_t {
+	return C.int32_t(abi.Upload(unsafe.Pointer(path), unsafe.Pointer(url), unsafe.Pointer(options)))
+}
+
 //export ffr_reader_len
 func ffr_reader_len(handle C.int64_t, n *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderLen(int64(handle), unsafe.Pointer(n)))

@@ -125,6 +125,9 @@ func (r *Reader) ReadBatch(indices []uint64, dst []byte, sizes []uint64) error {
 // fetch brings the stored bytes [off, end) of every planned item into memory and sets its
 // src: in place in dst when inPlace, else wherever they can be read.
 func (r *Reader) fetch(b *batch, dst []byte) error {
+	if r.remote {
+		return r.fetchRemote(b, dst)
+	}
 	if r.opts.Direct || !r.resident(b.items) {
 		return r.readCold(b, dst, r.opts.Direct)
 	}

@@ -27,6 +27,7 @@ type dataFile struct {
 	stored   uint64 // N of the base format, an extension record included
 	header   uint64 // 12 + 12·stored: where sample data starts
 	ext      *extension
+	remote   *remoteFile // set when the file is read over the network (remote_source.go)
 }
 
 // samples is the number of samples a user sees in this file.
@@ -215,6 +216,9 @@ func (f *dataFile) checksumRange(from, to uint64) uint32 {
 // the page cache and come back on the next access.
 func (f *dataFile) release(from, to uint64) {
 	from &^= pageSize - 1
+	if f.remote != nil {
+		return // the image is private memory: dropped pages would read back as zeros
+	}
 	if from >= to {
 		return
 	}

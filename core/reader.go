@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/ffrecord/ffrecord/core/remote"
 )
 
 // ReaderOptions tune a Reader.
@@ -18,6 +20,8 @@ type ReaderOptions struct {
 	// Direct reads sample data with O_DIRECT, bypassing the page cache, through the batch
 	// engine.
 	Direct bool
+	// Remote configures access to files named by s3://, http:// and https:// URLs.
+	Remote remote.Options
 }
 
 // Reader reads samples from one or more FFRecord files as one dataset. It is safe for
@@ -27,6 +31,7 @@ type Reader struct {
 	files    []*dataFile
 	starts   []uint64 // starts[k] is the global index of file k's first sample; one extra: Len
 	warnings []string
+	remote   bool // some file is read over the network
 
 	metadataChecks sync.Map // file index -> metadataResult, by metadataError
 
@@ -37,27 +42,29 @@ type Reader struct {
 // Open opens paths as one dataset, in the order given. A directory stands for its *.ffr
 // files sorted by name.
 func Open(paths []string, opts ReaderOptions) (*Reader, error) {
-	names, err := expandPaths(paths)
+	names, err := expandPaths(paths, opts.Remote)
 	if err != nil {
 		return nil, err
 	}
 	r := &Reader{opts: opts, starts: make([]uint64, 1, len(names)+1)}
 	for _, name := range names {
-		f, warnings, err := openDataFile(name, opts.CheckData, opts.Direct)
+		f, warnings, err := openFile(name, opts)
 		if err != nil {
 			r.closeFiles()
 			return nil, err
 		}
 		r.files = append(r.files, f)
+		r.remote = r.remote || f.remote != nil
 		r.warnings = append(r.warnings, warnings...)
 		r.starts = append(r.starts, r.starts[len(r.starts)-1]+f.samples())
 	}
 	return r, nil
 }
 
-// expandPaths replaces each directory by its *.ffr files in name order. Hidden files are
-// skipped, as a shell glob would, which also keeps writers' temporary files out.
-func expandPaths(paths []string) ([]string, error) {
+// expandPaths replaces each directory (or s3:// prefix) by its *.ffr files in name order,
+// and each file:// URL by its path. Hidden files are skipped, as a shell glob would, which
+// also keeps writers' temporary files out.
+func expandPaths(paths []string, opts remote.Options) ([]string, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%w: no path given", ErrInvalid)
 	}
@@ -65,6 +72,20 @@ func expandPaths(paths []string) ([]string, error) {
 	for _, p := range paths {
 		if err := checkPath(p); err != nil {
 			return nil, err
+		}
+		if remote.IsURL(p) {
+			urls, err := expandURL(p, opts)
+			if err != nil {
+				return nil, err
+			}
+			names = append(names, urls...)
+			continue
+		}
+		if local, ok, err := remote.LocalPath(p); ok {
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+			p = local
 		}
 		info, err := os.Stat(p)
 		if err != nil {

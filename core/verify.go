@@ -288,6 +288,9 @@ func (f *dataFile) rawSizeMismatch(i, stored uint64) error {
 
 // preadFull fills p from offset off of the file.
 func preadFull(f *dataFile, p []byte, off uint64) error {
+	if f.remote != nil {
+		return f.fetchInto(p, off)
+	}
 	err := preadSpan(&readSpan{fd: f.fd, off: int64(off), buf: p, need: len(p), align: 1})
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF):

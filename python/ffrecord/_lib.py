@@ -39,7 +39,7 @@ UNKNOWN_COUNT = 2**64 - 1  # ffr_writer_create: count not known in advance
 
 # The #defines of capi/ffrecord.h other than statuses (those are in errors.py), under their
 # names without FFR_; tests/test_abi_contract.py checks them against the header.
-ABI_VERSION = 2
+ABI_VERSION = 3
 CHECK_DATA = 1
 DIRECT = 2
 COMPRESS_NONE = 0
@@ -77,6 +77,9 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_writer_close": [c_int64],
     "ffr_writer_abort": [c_int64],
     "ffr_reader_open": [POINTER(c_char_p), c_uint64, c_uint32, POINTER(c_int64)],
+    "ffr_reader_open_options": [POINTER(c_char_p), c_uint64, c_uint32, c_char_p,
+                                POINTER(c_int64)],
+    "ffr_upload": [c_char_p, c_char_p, c_char_p],
     "ffr_reader_len": [c_int64, _u64p],
     "ffr_reader_nfiles": [c_int64, _u64p],
     "ffr_reader_fname": [c_int64, c_uint64, c_char_p, c_size_t, _sizep],

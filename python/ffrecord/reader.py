@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, Union
 
 import numpy as np
 
-from . import _lib, _paths
+from . import _lib, _paths, _remote
 from ._indices import index_array, one_index
 from .errors import E_CHECKSUM, E_CORRUPT, E_SHORTBUF, CorruptFileError, FFRecordWarning
 
@@ -77,8 +77,16 @@ class FileReader:
     name). ``check_data`` verifies the metadata checksum at open and every sample's CRC-32 on
     read; ``direct`` reads sample data with ``O_DIRECT`` (bypassing the page cache).
 
+    A path may be a URL: ``s3://bucket/key.ffr``, ``s3://bucket/prefix/`` (its ``*.ffr``
+    objects sorted by key), ``http(s)://…`` or ``file://…``. Remote samples are fetched by
+    concurrent range requests in the core; ``storage_options`` (``endpoint_url``,
+    ``region``, ``profile``, ``anonymous``, ``virtual_hosted``, ``concurrency``,
+    ``timeout``, ``retries``, ``cache_dir``) configure that access, the ``AWS_*``
+    environment and config files supplying what is not given (see docs/object-storage.md).
+
     A reader is safe to use from many threads at once, survives ``fork()`` (the child
-    reopens the files by path on first use) and pickles by ``(fnames, check_data, direct)``.
+    reopens the files by path on first use) and pickles by ``(fnames, check_data, direct,
+    storage_options)``.
 
     >>> r = FileReader(path, check_data=True)          # doctest: +SKIP
     >>> len(r), r.read_one(0).tobytes()                 # doctest: +SKIP
@@ -86,9 +94,11 @@ class FileReader:
     """
 
     def __init__(self, fname: PathArg | Sequence[PathArg], check_data: bool = True, *,
-                 direct: bool = False) -> None:
+                 direct: bool = False, storage_options: dict[str, Any] | None = None) -> None:
         self.check_data = bool(check_data)
         self.direct = bool(direct)
+        self.storage_options = None if storage_options is None else dict(storage_options)
+        self._options = _remote.encode_options(self.storage_options)
         self._closed = True  # until the open succeeds, so __del__ has nothing to do
         self._reopen_lock = threading.Lock()
         lib, self._handle = self._open(_paths_of(fname))
@@ -388,7 +398,8 @@ class FileReader:
             pass
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _unpickle, (type(self), self.fnames, self.check_data, self.direct)
+        return _unpickle, (type(self), self.fnames, self.check_data, self.direct,
+                           self.storage_options)
 
     def __repr__(self) -> str:
         names = self.fnames if len(self.fnames) <= 3 else [*self.fnames[:2], "...", self.fnames[-1]]
@@ -424,7 +435,8 @@ class FileReader:
         encoded = (ctypes.c_char_p * len(paths))(*map(_paths.encode, paths))
         flags = (_lib.CHECK_DATA if self.check_data else 0) | (_lib.DIRECT if self.direct else 0)
         handle = ctypes.c_int64()
-        _lib.check(lib.dll.ffr_reader_open(encoded, len(paths), flags, ctypes.byref(handle)))
+        _lib.check(lib.dll.ffr_reader_open_options(encoded, len(paths), flags, self._options,
+                                                   ctypes.byref(handle)))
         return lib, handle.value
 
     def _query_u64(self, func: Any) -> int:
@@ -583,5 +595,5 @@ def _allocator(make: Any) -> Any:
 
 
 def _unpickle(cls: type[FileReader], fnames: list[str], check_data: bool,
-              direct: bool) -> FileReader:
-    return cls(fnames, check_data, direct=direct)
+              direct: bool, storage_options: dict[str, Any] | None = None) -> FileReader:
+    return cls(fnames, check_data, direct=direct, storage_options=storage_options)

@@ -29,7 +29,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from . import _lib, _paths
+from . import _lib, _paths, _remote
 
 PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
@@ -67,6 +67,11 @@ class FileWriter(ClosesOrAborts):
     implementation opens such files but sees the stored (compressed) bytes. As a context manager the file is
     closed on success and aborted (nothing left at ``fname``) on an exception.
 
+    ``fname`` may be an ``s3://bucket/key`` URL (``storage_options`` as for ``FileReader``):
+    the file is written to a private local staging directory and uploaded at ``close()``,
+    in parallel parts when large; the object appears only when the upload completes, and
+    nothing appears when writing, closing or uploading fails.
+
     Small ``bytes`` samples are kept (bytes cannot change, so no copy is made) and written
     in batches of up to 1 MiB or 4096 samples; other buffers, which may change after the
     call, are written at once, after what was gathered before them, so the order is always
@@ -86,8 +91,10 @@ class FileWriter(ClosesOrAborts):
     """
 
     def __init__(self, fname: PathArg, n: int | None = None, *,
-                 compression: str | None = None) -> None:
+                 compression: str | None = None,
+                 storage_options: dict[str, Any] | None = None) -> None:
         self._handle = 0  # nothing to clean up if the checks below fail
+        self._staging: _remote.Staging | None = None
         if not isinstance(fname, (str, bytes, os.PathLike)):
             raise TypeError(f"fname must be str or os.PathLike, not {type(fname).__name__}")
         if n is not None:
@@ -99,6 +106,12 @@ class FileWriter(ClosesOrAborts):
         if compression not in _lib.COMPRESSION:
             raise ValueError(f"compression must be None, 'lz4' or 'zstd', got {compression!r}")
         self.fname = os.fsdecode(fname)
+        self.storage_options = storage_options
+        _remote.encode_options(storage_options)  # a bad option fails before anything is written
+        local = self.fname
+        if _remote.is_url(self.fname):
+            self._staging = _remote.Staging(self.fname)
+            local = self._staging.path
         self.n = n
         self.compression = compression
         self.count = 0
@@ -107,9 +120,13 @@ class FileWriter(ClosesOrAborts):
         self._lock = threading.Lock()  # guards the handle, count and pending samples
         lib = _lib.current()
         handle = ctypes.c_int64()
-        _lib.check(lib.dll.ffr_writer_create(
-            _paths.encode(fname), _lib.UNKNOWN_COUNT if n is None else n,
-            _lib.COMPRESSION[compression], ctypes.byref(handle)))
+        try:
+            _lib.check(lib.dll.ffr_writer_create(
+                _paths.encode(local), _lib.UNKNOWN_COUNT if n is None else n,
+                _lib.COMPRESSION[compression], ctypes.byref(handle)))
+        except BaseException:
+            self._discard_staging()
+            raise
         self._library = lib  # the copy that owns the handle (a forked child gets another)
         self._handle = handle.value
 
@@ -192,11 +209,16 @@ class FileWriter(ClosesOrAborts):
                     return
                 self._handle = 0
                 try:
-                    self._flush(dll, handle)
-                except BaseException:  # the file is lost: free the handle, keep the error
-                    dll.ffr_writer_abort(handle)
-                    raise
-                _lib.check(dll.ffr_writer_close(handle))
+                    try:
+                        self._flush(dll, handle)
+                    except BaseException:  # the file is lost: free the handle, keep the error
+                        dll.ffr_writer_abort(handle)
+                        raise
+                    _lib.check(dll.ffr_writer_close(handle))
+                    if self._staging is not None:
+                        _remote.upload(self._staging.path, self.fname, self.storage_options)
+                finally:
+                    self._discard_staging()
 
     def abort(self) -> None:
         """Discards everything written or gathered; nothing is left at ``fname``."""
@@ -207,7 +229,15 @@ class FileWriter(ClosesOrAborts):
                     return
                 self._handle = 0
                 self._pending, self._batch_room = [], BATCH_BYTES
-                _lib.check(dll.ffr_writer_abort(handle))
+                try:
+                    _lib.check(dll.ffr_writer_abort(handle))
+                finally:
+                    self._discard_staging()
+
+    def _discard_staging(self) -> None:
+        if self._staging is not None:
+            self._staging.discard()
+            self._staging = None
 
     @property
     def closed(self) -> bool:
@@ -225,6 +255,7 @@ class FileWriter(ClosesOrAborts):
                 warnings.warn(message, ResourceWarning, stacklevel=2)
             finally:
                 lib.dll.ffr_writer_abort(handle)
+                self._discard_staging()
         except Exception:  # noqa: BLE001 - a destructor must never raise, even at shutdown
             pass
 

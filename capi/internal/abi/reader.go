@@ -12,7 +12,12 @@ import (
 // ReaderOpen implements ffr_reader_open.
 func ReaderOpen(paths unsafe.Pointer, npaths uint64, flags uint32, handle unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
-	const fn = "ffr_reader_open"
+	return readerOpen("ffr_reader_open", paths, npaths, flags, nil, handle)
+}
+
+// readerOpen opens a reader for ffr_reader_open and ffr_reader_open_options (options:
+// NULL for the defaults, else a JSON object of storage options).
+func readerOpen(fn string, paths unsafe.Pointer, npaths uint64, flags uint32, options, handle unsafe.Pointer) int32 {
 	ptrs, err := cArray[unsafe.Pointer](fn, "paths", paths, npaths)
 	if err != nil {
 		return fail(err)
@@ -22,6 +27,10 @@ func ReaderOpen(paths unsafe.Pointer, npaths uint64, flags uint32, handle unsafe
 	}
 	if unknown := flags &^ (FlagCheckData | FlagDirect); unknown != 0 {
 		return failf(StatusInvalid, fmt.Sprintf("%s: unknown flags %#x", fn, unknown))
+	}
+	remoteOpts, err := storageOptions(fn, options)
+	if err != nil {
+		return fail(err)
 	}
 	names := make([]string, len(ptrs))
 	for i, p := range ptrs {
@@ -33,6 +42,7 @@ func ReaderOpen(paths unsafe.Pointer, npaths uint64, flags uint32, handle unsafe
 	r, err := core.Open(names, core.ReaderOptions{
 		CheckData: flags&FlagCheckData != 0,
 		Direct:    flags&FlagDirect != 0,
+		Remote:    remoteOpts,
 	})
 	if err != nil {
 		return fail(err)

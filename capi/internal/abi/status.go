@@ -6,6 +6,7 @@ import (
 	"io/fs"
 
 	"github.com/ffrecord/ffrecord/core"
+	"github.com/ffrecord/ffrecord/core/remote"
 )
 
 // Status codes, mirrored from ffrecord.h (a test keeps the two in step).
@@ -79,7 +80,7 @@ func statusOf(err error) int32 {
 		return StatusClosed
 	case errors.Is(err, io.ErrShortBuffer):
 		return StatusShortBuf
-	case errors.Is(err, core.ErrInvalid):
+	case errors.Is(err, core.ErrInvalid), errors.Is(err, remote.ErrBadURL), errors.Is(err, remote.ErrUnsupported):
 		return StatusInvalid
 	case errors.Is(err, fs.ErrNotExist):
 		return StatusNotFound

@@ -1,0 +1,48 @@
+package abi
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/ffrecord/ffrecord/core/remote"
+)
+
+// ReaderOpenOptions implements ffr_reader_open_options.
+func ReaderOpenOptions(paths unsafe.Pointer, npaths uint64, flags uint32, options, handle unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	return readerOpen("ffr_reader_open_options", paths, npaths, flags, options, handle)
+}
+
+// Upload implements ffr_upload.
+func Upload(path, url, options unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_upload"
+	if path == nil || url == nil {
+		return failf(StatusInvalid, fn+": path or url is NULL")
+	}
+	opts, err := storageOptions(fn, options)
+	if err != nil {
+		return fail(err)
+	}
+	client, err := remote.For(opts)
+	if err != nil {
+		return failf(StatusInvalid, fmt.Sprintf("%s: %v", fn, err))
+	}
+	if err := client.Upload(cString(path), cString(url)); err != nil {
+		return fail(err)
+	}
+	return StatusOK
+}
+
+// storageOptions parses the JSON options of a call (NULL: the defaults).
+func storageOptions(fn string, options unsafe.Pointer) (remote.Options, error) {
+	text := ""
+	if options != nil {
+		text = cString(options)
+	}
+	opts, err := remote.ParseOptions(text)
+	if err != nil {
+		return opts, &callError{StatusInvalid, fmt.Sprintf("%s: %v", fn, err)}
+	}
+	return opts, nil
+}

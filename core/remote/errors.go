@@ -1,0 +1,62 @@
+package remote
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"syscall"
+)
+
+var (
+	// ErrBadURL: a URL that names no object this package can reach.
+	ErrBadURL = errors.New("bad URL")
+	// ErrShortBody: a response carried fewer bytes than its range asked for, again after a
+	// retry.
+	ErrShortBody = errors.New("response body cut short")
+	// ErrUnsupported: an operation the URL's scheme cannot do (listing or writing over
+	// plain HTTP).
+	ErrUnsupported = errors.New("not supported")
+)
+
+// statusError is an HTTP answer that is a failure.
+type statusError struct {
+	code int
+	body string
+}
+
+func (e *statusError) Error() string {
+	if e.body != "" {
+		return fmt.Sprintf("HTTP %d: %s", e.code, e.body)
+	}
+	return fmt.Sprintf("HTTP %d", e.code)
+}
+
+// retryable reports whether an answer with this status may succeed when sent again.
+func retryable(code int) bool {
+	return code >= 500 || code == 429 || code == 408
+}
+
+// opError puts an operation and its URL around err. 403 and 404 become a *fs.PathError
+// over EACCES and ENOENT, so that callers (and the C ABI) see a permission error and a
+// missing file as they would for a local path.
+func opError(op, url string, err error) error {
+	var se *statusError
+	if errors.As(err, &se) {
+		switch se.code {
+		case 403:
+			return &fs.PathError{Op: op, Path: url, Err: permissionDenied{se}}
+		case 404:
+			return &fs.PathError{Op: op, Path: url, Err: notFound{se}}
+		}
+	}
+	return fmt.Errorf("%s %s: %w", op, url, err)
+}
+
+// permissionDenied and notFound are an HTTP answer that unwraps to its errno.
+type permissionDenied struct{ *statusError }
+
+func (e permissionDenied) Unwrap() error { return syscall.EACCES }
+
+type notFound struct{ *statusError }
+
+func (e notFound) Unwrap() error { return syscall.ENOENT }

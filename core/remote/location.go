@@ -1,0 +1,102 @@
+package remote
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Schemes a path may start with to name a remote object; file:// names a local one.
+var schemes = []string{"s3://", "http://", "https://"}
+
+// IsURL reports whether path names a remote object (s3://, http://, https://).
+func IsURL(path string) bool {
+	for _, s := range schemes {
+		if len(path) >= len(s) && strings.EqualFold(path[:len(s)], s) {
+			return true
+		}
+	}
+	return false
+}
+
+// LocalPath returns the local path of a file:// URL, and ok false for anything else.
+func LocalPath(path string) (local string, ok bool, err error) {
+	const prefix = "file://"
+	if len(path) < len(prefix) || !strings.EqualFold(path[:len(prefix)], prefix) {
+		return "", false, nil
+	}
+	u, err := url.Parse(path)
+	if err != nil {
+		return "", true, fmt.Errorf("%w: %v", ErrBadURL, err)
+	}
+	if u.Host != "" && u.Host != "localhost" {
+		return "", true, fmt.Errorf("%w: %s names host %q; file URLs must be local", ErrBadURL, path, u.Host)
+	}
+	return u.Path, true, nil
+}
+
+// location is where an object lives: an S3 bucket and key, or a plain HTTP(S) URL.
+type location struct {
+	raw    string // as the user wrote it, for messages
+	s3     bool
+	bucket string
+	key    string
+	url    string // http(s) URL of the object (S3: resolved against the endpoint)
+}
+
+func (c *Client) locate(raw string) (*location, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadURL, err)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+		if u.Host == "" {
+			return nil, fmt.Errorf("%w: %s has no host", ErrBadURL, raw)
+		}
+		return &location{raw: raw, url: raw}, nil
+	case "s3":
+		if u.Host == "" {
+			return nil, fmt.Errorf("%w: %s has no bucket", ErrBadURL, raw)
+		}
+		loc := &location{raw: raw, s3: true, bucket: u.Host, key: strings.TrimPrefix(u.Path, "/")}
+		loc.url = c.objectURL(loc.bucket, loc.key, nil)
+		return loc, nil
+	}
+	return nil, fmt.Errorf("%w: %s: scheme %q is not s3, http or https", ErrBadURL, raw, u.Scheme)
+}
+
+// objectURL is the HTTP URL of an S3 key (empty key: the bucket) with a query.
+func (c *Client) objectURL(bucket, key string, query url.Values) string {
+	base := *c.endpoint
+	escaped := escapeKey(key)
+	if c.virtualHosted {
+		base.Host = bucket + "." + base.Host
+		base.Path = strings.TrimSuffix(base.Path, "/") + "/" + key
+		base.RawPath = strings.TrimSuffix(base.EscapedPath(), "/") + "/" + escaped
+	} else {
+		prefix := strings.TrimSuffix(base.Path, "/") + "/" + bucket + "/"
+		base.Path = prefix + key
+		base.RawPath = prefix + escaped
+	}
+	if query != nil {
+		base.RawQuery = query.Encode()
+	}
+	return base.String()
+}
+
+// escapeKey escapes a key as S3's canonical URI wants it: every byte but the unreserved
+// ones and "/".
+func escapeKey(key string) string {
+	var b strings.Builder
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '_' || c == '.' || c == '~' || c == '/' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,195 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Multipart upload: parts of at least minPart bytes (S3's floor, but the last), at most
+// maxParts of them, uploadWorkers in flight (each holds its part in memory).
+const (
+	minPart       = 8 << 20
+	maxParts      = 10000
+	uploadWorkers = 8
+)
+
+// Upload copies the local file to an s3:// URL. A file larger than one part goes up in
+// parallel parts; the object appears only when the upload completes, and an upload that
+// fails is aborted, so a failure leaves no object behind (nor a half-written one).
+func (c *Client) Upload(localPath, raw string) error {
+	loc, err := c.locate(raw)
+	if err != nil {
+		return err
+	}
+	if !loc.s3 {
+		return fmt.Errorf("%w: writing %s: only s3:// URLs can be written", ErrUnsupported, raw)
+	}
+	if loc.key == "" || strings.HasSuffix(loc.key, "/") {
+		return fmt.Errorf("%w: %s names no object key", ErrBadURL, raw)
+	}
+	f, err := os.Open(localPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := info.Size()
+	part := max(int64(minPart), (size+maxParts-1)/maxParts)
+	if size <= part {
+		body := make([]byte, size)
+		if _, err := io.ReadFull(f, body); err != nil {
+			return fmt.Errorf("reading %s: %w", localPath, err)
+		}
+		return c.do(context.Background(), "PUT", loc, func(ctx context.Context) (*http.Request, error) {
+			return c.request(ctx, http.MethodPut, loc, loc.url, body, unsignedPayload)
+		}, func(*http.Response) error { return nil })
+	}
+	id, err := c.createUpload(loc)
+	if err != nil {
+		return err
+	}
+	if err := c.uploadParts(loc, id, f, size, part); err != nil {
+		return c.abortAfter(loc, id, err)
+	}
+	return nil
+}
+
+// abortAfter aborts upload id after err; the error says so when the abort fails too.
+func (c *Client) abortAfter(loc *location, id string, err error) error {
+	q := url.Values{"uploadId": {id}}
+	target := c.objectURL(loc.bucket, loc.key, q)
+	abortErr := c.do(context.Background(), "ABORT", loc, func(ctx context.Context) (*http.Request, error) {
+		return c.request(ctx, http.MethodDelete, loc, target, nil, emptyHash)
+	}, func(*http.Response) error { return nil })
+	if abortErr != nil {
+		return fmt.Errorf("%w (and aborting the upload failed: %v)", err, abortErr)
+	}
+	return err
+}
+
+func (c *Client) createUpload(loc *location) (string, error) {
+	target := c.objectURL(loc.bucket, loc.key, url.Values{"uploads": {""}})
+	var result struct {
+		UploadID string `xml:"UploadId"`
+	}
+	err := c.do(context.Background(), "CREATE-UPLOAD", loc, func(ctx context.Context) (*http.Request, error) {
+		return c.request(ctx, http.MethodPost, loc, target, nil, emptyHash)
+	}, func(resp *http.Response) error { return decodeXML(resp, &result) })
+	if err == nil && result.UploadID == "" {
+		err = fmt.Errorf("CREATE-UPLOAD %s: no upload id in the answer", loc.raw)
+	}
+	return result.UploadID, err
+}
+
+type completedPart struct {
+	Number int    `xml:"PartNumber"`
+	ETag   string `xml:"ETag"`
+}
+
+func (c *Client) uploadParts(loc *location, id string, f *os.File, size, part int64) error {
+	n := int((size + part - 1) / part)
+	parts := make([]completedPart, n)
+	var (
+		mu    sync.Mutex
+		first error
+		next  int
+		wg    sync.WaitGroup
+	)
+	take := func() (int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first != nil || next == n {
+			return 0, false
+		}
+		next++
+		return next - 1, true
+	}
+	for range min(n, uploadWorkers) {
+		wg.Go(func() {
+			buf := make([]byte, part)
+			for {
+				k, ok := take()
+				if !ok {
+					return
+				}
+				err := c.uploadPart(loc, id, f, k, part, size, buf, &parts[k])
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return c.completeUpload(loc, id, parts)
+}
+
+func (c *Client) uploadPart(loc *location, id string, f *os.File, k int, part, size int64, buf []byte, done *completedPart) error {
+	off := int64(k) * part
+	body := buf[:min(part, size-off)]
+	if _, err := f.ReadAt(body, off); err != nil {
+		return fmt.Errorf("reading %s at %d: %w", f.Name(), off, err)
+	}
+	q := url.Values{"partNumber": {strconv.Itoa(k + 1)}, "uploadId": {id}}
+	target := c.objectURL(loc.bucket, loc.key, q)
+	*done = completedPart{Number: k + 1}
+	return c.do(context.Background(), "UPLOAD-PART", loc, func(ctx context.Context) (*http.Request, error) {
+		return c.request(ctx, http.MethodPut, loc, target, body, unsignedPayload)
+	}, func(resp *http.Response) error {
+		done.ETag = resp.Header.Get("ETag")
+		if done.ETag == "" {
+			return fmt.Errorf("part %d: no ETag in the answer", k+1)
+		}
+		return nil
+	})
+}
+
+func (c *Client) completeUpload(loc *location, id string, parts []completedPart) error {
+	body, err := xml.Marshal(struct {
+		XMLName xml.Name        `xml:"CompleteMultipartUpload"`
+		Parts   []completedPart `xml:"Part"`
+	}{Parts: parts})
+	if err != nil {
+		return err
+	}
+	target := c.objectURL(loc.bucket, loc.key, url.Values{"uploadId": {id}})
+	return c.do(context.Background(), "COMPLETE-UPLOAD", loc, func(ctx context.Context) (*http.Request, error) {
+		return c.request(ctx, http.MethodPost, loc, target, body, unsignedPayload)
+	}, func(resp *http.Response) error {
+		// S3 may answer 200 and report a failure in the body.
+		answer, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(answer, []byte("<Error>")) {
+			return fmt.Errorf("completing the upload: %s", answer)
+		}
+		return nil
+	})
+}
+
+func decodeXML(resp *http.Response, v any) error {
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return xml.Unmarshal(body, v)
+}

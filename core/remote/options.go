@@ -1,0 +1,129 @@
+package remote
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	DefaultConcurrency = 64
+	DefaultTimeout     = 30 * time.Second
+	DefaultRetries     = 5
+)
+
+// Options configure access to remote objects. The zero value means: the defaults above,
+// the endpoint and region from the environment, credentials as the AWS SDKs find them.
+type Options struct {
+	// EndpointURL of an S3-compatible store (e.g. "http://127.0.0.1:9000"). Empty: the
+	// environment's AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS's regional endpoint.
+	EndpointURL string `json:"endpoint_url"`
+	// Region signed for. Empty: AWS_REGION, AWS_DEFAULT_REGION, the shared config, else
+	// us-east-1.
+	Region string `json:"region"`
+	// Profile of the shared config and credentials files (empty: AWS_PROFILE or default).
+	Profile string `json:"profile"`
+	// Anonymous sends S3 requests unsigned (public buckets).
+	Anonymous bool `json:"anonymous"`
+	// VirtualHosted addresses buckets as bucket.endpoint instead of endpoint/bucket. The
+	// default is path-style for a custom endpoint and virtual-hosted for AWS.
+	VirtualHosted *bool `json:"virtual_hosted"`
+	// Concurrency bounds the requests in flight per client (0: DefaultConcurrency).
+	Concurrency int `json:"concurrency"`
+	// Timeout is each request's deadline in seconds (0: DefaultTimeout).
+	Timeout float64 `json:"timeout"`
+	// Retries is how many times a failed request is tried again (-1: never; 0: the
+	// default).
+	Retries int `json:"retries"`
+	// CacheDir keeps downloaded headers, keyed by URL, ETag and size, so that the
+	// processes of a job download a large header once. Empty: FFRECORD_CACHE_DIR, else no
+	// cache.
+	CacheDir string `json:"cache_dir"`
+	// Env holds environment variables that take precedence over the process's: a Go
+	// runtime in a shared library sees the environment the process started with, so a
+	// host that changed its own (Python's os.environ) passes the variables here.
+	Env map[string]string `json:"env"`
+}
+
+// ParseOptions reads options from JSON (an object with the fields' JSON names; "" or
+// "{}" for the defaults) and fills in the environment's defaults. Unknown fields are an
+// error, so that a misspelt option is not silently ignored.
+func ParseOptions(text string) (Options, error) {
+	var o Options
+	if text != "" {
+		dec := json.NewDecoder(strings.NewReader(text))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil {
+			return o, fmt.Errorf("storage options %s: %w", text, err)
+		}
+	}
+	return o, o.withDefaults()
+}
+
+func (o *Options) withDefaults() error {
+	if o.EndpointURL == "" {
+		o.EndpointURL = o.getenv("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+	}
+	if o.CacheDir == "" {
+		o.CacheDir = o.getenv("FFRECORD_CACHE_DIR")
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultConcurrency
+		if v := o.getenv("FFRECORD_REMOTE_CONCURRENCY"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return fmt.Errorf("FFRECORD_REMOTE_CONCURRENCY=%q is not a positive integer", v)
+			}
+			o.Concurrency = n
+		}
+	}
+	switch {
+	case o.Concurrency < 1:
+		return fmt.Errorf("storage option concurrency %d is not positive", o.Concurrency)
+	case o.Timeout < 0:
+		return fmt.Errorf("storage option timeout %g is negative", o.Timeout)
+	case o.Retries < -1:
+		return fmt.Errorf("storage option retries %d is below -1", o.Retries)
+	}
+	return nil
+}
+
+func (o *Options) timeout() time.Duration {
+	if o.Timeout == 0 {
+		return DefaultTimeout
+	}
+	return time.Duration(o.Timeout * float64(time.Second))
+}
+
+func (o *Options) retries() int {
+	switch o.Retries {
+	case 0:
+		return DefaultRetries
+	case -1:
+		return 0
+	}
+	return o.Retries
+}
+
+// key identifies options that can share one client (and its connections).
+func (o *Options) key() string {
+	b, _ := json.Marshal(o)
+	return string(b)
+}
+
+// getenv is the first of the variables that is set and not empty, from Env first.
+func (o *Options) getenv(names ...string) string {
+	for _, n := range names {
+		if v, ok := o.Env[n]; ok && v != "" {
+			return v
+		}
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}

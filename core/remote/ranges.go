@@ -1,0 +1,175 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// maxRequestBytes bounds one range request: adjacent spans are merged up to it, and a
+// larger span is split into requests of it, so that a big header or sample is fetched
+// over several connections at once.
+const maxRequestBytes = 8 << 20
+
+// Span is len(Buf) bytes of an object from offset Off.
+type Span struct {
+	Off int64
+	Buf []byte
+}
+
+// SpanError is the failure to read span Index of a ReadRanges call; the bytes
+// [Off, End) are those of the request that failed.
+type SpanError struct {
+	Index    int
+	Off, End int64
+	Err      error
+}
+
+func (e *SpanError) Error() string {
+	return fmt.Sprintf("bytes [%d, %d): %v", e.Off, e.End, e.Err)
+}
+
+func (e *SpanError) Unwrap() error { return e.Err }
+
+// Object is one remote object.
+type Object struct {
+	c   *Client
+	loc *location
+}
+
+// Object returns the object a URL names (no request is made).
+func (c *Client) Object(raw string) (*Object, error) {
+	loc, err := c.locate(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &Object{c: c, loc: loc}, nil
+}
+
+// Stat returns the object's size and ETag.
+func (o *Object) Stat() (int64, string, error) { return o.c.Stat(o.loc.raw) }
+
+// piece is a part of a span, as one request reads it.
+type piece struct {
+	span int // index in the caller's spans
+	off  int64
+	buf  []byte
+}
+
+// request is one range request: pieces back to back from off.
+type request struct {
+	off, end int64
+	pieces   []piece
+}
+
+// ReadRanges fills every span's buffer, with as many range requests in flight as the
+// client allows. Spans that follow one another in the object are read by one request.
+// The error is a *SpanError naming the first span of the failed request.
+func (o *Object) ReadRanges(spans []Span) error {
+	reqs := plan(spans)
+	if len(reqs) == 0 {
+		return nil
+	}
+	if len(reqs) == 1 {
+		return o.read(&reqs[0])
+	}
+	var (
+		next   atomic.Int64
+		failed atomic.Bool
+		once   sync.Once
+		first  error
+		wg     sync.WaitGroup
+	)
+	work := func() {
+		for !failed.Load() {
+			i := next.Add(1) - 1
+			if i >= int64(len(reqs)) {
+				return
+			}
+			if err := o.read(&reqs[i]); err != nil {
+				once.Do(func() { first = err })
+				failed.Store(true)
+			}
+		}
+	}
+	for range min(len(reqs), o.c.opts.Concurrency) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	return first
+}
+
+// plan cuts spans into pieces of at most maxRequestBytes and groups the pieces that are
+// adjacent in the object into requests.
+func plan(spans []Span) []request {
+	var pieces []piece
+	for k, s := range spans {
+		for at := 0; at < len(s.Buf); at += maxRequestBytes {
+			end := min(len(s.Buf), at+maxRequestBytes)
+			pieces = append(pieces, piece{span: k, off: s.Off + int64(at), buf: s.Buf[at:end]})
+		}
+	}
+	slices.SortStableFunc(pieces, func(a, b piece) int {
+		switch {
+		case a.off < b.off:
+			return -1
+		case a.off > b.off:
+			return 1
+		}
+		return 0
+	})
+	var reqs []request
+	for _, p := range pieces {
+		end := p.off + int64(len(p.buf))
+		if n := len(reqs); n > 0 && reqs[n-1].end == p.off && end-reqs[n-1].off <= maxRequestBytes {
+			reqs[n-1].end = end
+			reqs[n-1].pieces = append(reqs[n-1].pieces, p)
+			continue
+		}
+		reqs = append(reqs, request{off: p.off, end: end, pieces: []piece{p}})
+	}
+	return reqs
+}
+
+// read performs one range request, reading the body straight into the pieces' buffers.
+func (o *Object) read(r *request) error {
+	rangeHeader := fmt.Sprintf("bytes=%d-%d", r.off, r.end-1)
+	err := o.c.do(context.Background(), "GET", o.loc, func(ctx context.Context) (*http.Request, error) {
+		req, err := o.c.request(ctx, http.MethodGet, o.loc, o.loc.url, nil, emptyHash)
+		if err == nil {
+			req.Header.Set("Range", rangeHeader)
+		}
+		return req, err
+	}, func(resp *http.Response) error {
+		body := io.Reader(resp.Body)
+		switch {
+		case resp.StatusCode == http.StatusPartialContent:
+		case resp.StatusCode == http.StatusOK && resp.ContentLength >= 0:
+			// A server that ignores Range sends the whole object: skip to the range.
+			if _, err := io.CopyN(io.Discard, body, r.off); err != nil {
+				return fmt.Errorf("%w: %v", ErrShortBody, err)
+			}
+		default:
+			return fmt.Errorf("unexpected HTTP %d to a range request", resp.StatusCode)
+		}
+		for _, p := range r.pieces {
+			if _, err := io.ReadFull(body, p.buf); err != nil {
+				if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+					return fmt.Errorf("%w: %v", ErrShortBody, err)
+				}
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return &SpanError{Index: r.pieces[0].span, Off: r.off, End: r.end, Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package core
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// headerCache keeps the header of remote files on local disk, so that the processes of a
+// job (DataLoader workers, one per GPU) fetch a large header once. An entry is keyed by
+// URL, ETag and size, so a replaced object is never answered with its old header; an
+// object without an ETag is not cached. An entry holds the header, then the bytes of the
+// last sample when they were fetched (extension record): [0, header) ++ [tail, size).
+type headerCache struct {
+	dir, url, etag string
+	size           uint64
+}
+
+func (c *headerCache) path() string {
+	if c.dir == "" || c.etag == "" {
+		return ""
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", c.url, c.etag, c.size))
+	return filepath.Join(c.dir, hex.EncodeToString(sum[:20])+".ffrh")
+}
+
+// load fills image from the cache and reports whether it could. A damaged entry is a
+// miss (the metadata checksum still guards what is used).
+func (c *headerCache) load(image []byte) bool {
+	p := c.path()
+	if p == "" {
+		return false
+	}
+	entry, err := os.ReadFile(p)
+	if err != nil || uint64(len(entry)) < fixedHeaderSize {
+		return false
+	}
+	header, ok := headerSize(le.Uint64(entry[metaChecksumSize:]))
+	if !ok || header > c.size || uint64(len(entry)) < header || uint64(len(entry))-header > c.size-header {
+		return false
+	}
+	tail := entry[header:]
+	copy(image, entry[:header])
+	copy(image[c.size-uint64(len(tail)):], tail)
+	return true
+}
+
+// store writes the header (and the tail, when present in the image) as an entry. The
+// entry is written aside and renamed into place, so readers never see half of one;
+// failing to cache is not an error.
+func (c *headerCache) store(image []byte) {
+	p := c.path()
+	if p == "" {
+		return
+	}
+	header, ok := headerSize(le.Uint64(image[metaChecksumSize:]))
+	if !ok || header > c.size {
+		return
+	}
+	entry := append([]byte(nil), image[:header]...)
+	f := &dataFile{data: image, size: c.size}
+	if off, end, ok := f.tailSpan(header); ok {
+		entry = append(entry, image[off:end]...)
+	}
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(c.dir, ".ffrh-*")
+	if err != nil {
+		return
+	}
+	_, err = tmp.Write(entry)
+	if closeErr := tmp.Close(); err == nil && closeErr == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+	}
+}

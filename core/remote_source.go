@@ -1,0 +1,235 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/ffrecord/ffrecord/core/remote"
+	"github.com/klauspost/crc32"
+	"golang.org/x/sys/unix"
+)
+
+// remoteFile is what a dataFile read over HTTP(S) or S3 has instead of a descriptor.
+//
+// Its data is a private anonymous mapping as large as the object, an image of it in which
+// only the header (and the last sample, when it may be an extension record) are present:
+// the format's code reads the header in place as it reads a local file's mapping, and
+// untouched pages of the image cost nothing. Sample data is fetched per batch, by range
+// requests, into the caller's buffer.
+type remoteFile struct {
+	obj  *remote.Object
+	etag string
+}
+
+// firstFetch is how much of an object the first request asks for: the whole header of
+// any file of up to ~87k samples, so that opening most files takes one round trip.
+const firstFetch = 1 << 20
+
+// openRemoteFile opens the object at url: its size and ETag, its header (from the cache
+// when there), then the checks openDataFile makes of a local file.
+func openRemoteFile(url string, opts ReaderOptions) (_ *dataFile, warnings []string, err error) {
+	client, err := remote.For(opts.Remote)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	obj, err := client.Object(url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	size, etag, err := obj.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	f := &dataFile{path: url, fd: -1, directFd: -1, size: uint64(size), remote: &remoteFile{obj: obj, etag: etag}}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
+	if f.size < fixedHeaderSize {
+		return nil, nil, errorf(url, -1, ErrCorrupt,
+			"file is %d bytes, shorter than the %d-byte header", f.size, fixedHeaderSize)
+	}
+	if f.size > math.MaxInt {
+		return nil, nil, errorf(url, -1, ErrInvalid, "file of %d bytes cannot be mapped", f.size)
+	}
+	f.data, err = unix.Mmap(-1, 0, int(f.size), unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: mapping an image of %d bytes: %w", url, f.size, err)
+	}
+	cache := headerCache{dir: opts.Remote.CacheDir, url: url, etag: etag, size: f.size}
+	if !cache.load(f.data) {
+		if err := f.fetchHeader(); err != nil {
+			return nil, nil, err
+		}
+		cache.store(f.data)
+	}
+	where := func() (string, int64) { return url, -1 }
+	if err := withFaultGuard(where, func() error { return f.parseHeader(opts.CheckData, &warnings) }); err != nil {
+		return nil, nil, err
+	}
+	return f, warnings, nil
+}
+
+// fetchHeader brings the header, and the last sample when it is small enough to be an
+// extension record, into the image.
+func (f *dataFile) fetchHeader() error {
+	first := min(f.size, firstFetch)
+	if err := f.fetch(0, first); err != nil {
+		return err
+	}
+	header, ok := headerSize(le.Uint64(f.data[metaChecksumSize:]))
+	if !ok || header > f.size {
+		return nil // parseHeader reports it
+	}
+	if err := f.fetch(first, max(first, header)); err != nil {
+		return err
+	}
+	off, end, ok := f.tailSpan(header)
+	if !ok {
+		return nil
+	}
+	return f.fetch(max(off, first), max(end, first))
+}
+
+// tailSpan is where the last sample is stored, when it could be an extension record.
+func (f *dataFile) tailSpan(header uint64) (off, end uint64, ok bool) {
+	stored := le.Uint64(f.data[metaChecksumSize:])
+	if stored == 0 {
+		return 0, 0, false
+	}
+	off, end = le.Uint64(f.data[offsetPos(stored, stored-1):]), f.size
+	want, fits := extRecordSize(stored - 1)
+	if !fits || off < header || off > end || end-off != want {
+		return 0, 0, false
+	}
+	return off, end, true
+}
+
+// fetch reads bytes [off, end) of the object into the image.
+func (f *dataFile) fetch(off, end uint64) error {
+	if end <= off {
+		return nil
+	}
+	return f.fetchInto(f.data[off:end], off)
+}
+
+// remoteError names the file and sample of a failed remote read; a body still cut short
+// after a retry means the object does not hold what its header says: corruption.
+func remoteError(path string, index int64, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, remote.ErrShortBody) {
+		return errorf(path, index, ErrCorrupt, "%v", err)
+	}
+	return &fileError{path: path, index: index, err: err}
+}
+
+// fetchRemote is fetch for a dataset with remote files: each remote file's items are read
+// by concurrent range requests, raw samples straight into dst; items of local files are
+// served from their mappings. With CheckData, a sample whose bytes do not match their
+// CRC-32 is fetched once more before deliver reports it (a body damaged in transit).
+func (r *Reader) fetchRemote(b *batch, dst []byte) error {
+	var encoded uint64
+	for k := range b.items {
+		if it := &b.items[k]; !it.inPlace() && it.file.remote != nil {
+			encoded += it.end - it.off
+		}
+	}
+	scratch := make([]byte, encoded)
+	byFile := map[*dataFile][]int{}
+	for k := range b.items {
+		it := &b.items[k]
+		switch {
+		case it.file.remote == nil:
+			it.src = it.file.data[it.off:it.end]
+			continue
+		case it.inPlace():
+			it.src = dst[it.out : it.out+it.size]
+		default:
+			it.src, scratch = scratch[:it.end-it.off], scratch[it.end-it.off:]
+		}
+		if len(it.src) > 0 {
+			byFile[it.file] = append(byFile[it.file], k)
+		}
+	}
+	for f, items := range byFile {
+		if err := r.fetchItems(f, b.items, items); err != nil {
+			return err
+		}
+		if !r.opts.CheckData {
+			continue
+		}
+		var damaged []int
+		for _, k := range items {
+			it := &b.items[k]
+			if it.file.checksum(it.local) != crc32.ChecksumIEEE(it.src) {
+				damaged = append(damaged, k)
+			}
+		}
+		if err := r.fetchItems(f, b.items, damaged); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fetchItems reads the stored bytes of items (indices into all) of remote file f.
+func (r *Reader) fetchItems(f *dataFile, all []batchItem, items []int) error {
+	if len(items) == 0 {
+		return nil
+	}
+	spans := make([]remote.Span, len(items))
+	for s, k := range items {
+		spans[s] = remote.Span{Off: int64(all[k].off), Buf: all[k].src}
+	}
+	err := f.remote.obj.ReadRanges(spans)
+	var se *remote.SpanError
+	if err == nil || !errors.As(err, &se) {
+		return remoteError(f.path, -1, err)
+	}
+	it := &all[items[se.Index]]
+	return sampleError(remoteError(f.path, int64(it.local), err), it.global, it.local)
+}
+
+// fetchInto reads len(p) bytes of the object from off into p.
+func (f *dataFile) fetchInto(p []byte, off uint64) error {
+	err := f.remote.obj.ReadRanges([]remote.Span{{Off: int64(off), Buf: p}})
+	return remoteError(f.path, -1, err)
+}
+
+// openFile opens a local file or, for a URL, a remote one.
+func openFile(name string, opts ReaderOptions) (*dataFile, []string, error) {
+	if remote.IsURL(name) {
+		return openRemoteFile(name, opts)
+	}
+	return openDataFile(name, opts.CheckData, opts.Direct)
+}
+
+// expandURL is expandPaths for a URL: an s3:// prefix (a URL ending in "/", or one not
+// ending in ".ffr" under which *.ffr objects are found) stands for its *.ffr objects in
+// key order; any other URL for itself.
+func expandURL(p string, opts remote.Options) ([]string, error) {
+	if !strings.HasPrefix(strings.ToLower(p), "s3://") || strings.HasSuffix(p, ".ffr") {
+		return []string{p}, nil
+	}
+	client, err := remote.For(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	urls, err := client.List(p, ".ffr")
+	if err != nil {
+		return nil, err
+	}
+	if len(urls) > 0 {
+		return urls, nil
+	}
+	if strings.HasSuffix(p, "/") || strings.Count(p, "/") == 2 {
+		return nil, errorf(p, -1, ErrInvalid, "prefix holds no *.ffr object")
+	}
+	return []string{p}, nil
+}

@@ -1,0 +1,84 @@
+"""URLs as paths: which paths name remote objects, and the storage options sent with them.
+
+The format, the requests, signing, retries and listing all live in the Go core; this module
+only recognises URLs, encodes ``storage_options`` for the C ABI and stages writes.
+
+>>> is_url("s3://bucket/train/"), is_url("https://host/a.ffr"), is_url("/data/a.ffr")
+(True, True, False)
+>>> import json
+>>> sent = json.loads(encode_options({"endpoint_url": "http://127.0.0.1:9000"}))
+>>> sent["endpoint_url"], isinstance(sent["env"], dict)
+('http://127.0.0.1:9000', True)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from . import _lib
+
+_SCHEMES = ("s3://", "http://", "https://")
+_ENV_PREFIXES = ("AWS_", "FFRECORD_CACHE_DIR", "FFRECORD_REMOTE_")
+#: The options the core accepts (``capi/ffrecord.h``, ``ffr_reader_open_options``).
+OPTION_NAMES = frozenset({"endpoint_url", "region", "profile", "anonymous", "virtual_hosted",
+                          "concurrency", "timeout", "retries", "cache_dir"})
+
+
+def is_url(path: Any) -> bool:
+    """Whether ``path`` names a remote object (``s3://``, ``http://``, ``https://``)."""
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    return isinstance(path, str) and path[:8].lower().startswith(_SCHEMES)
+
+
+def encode_options(options: dict[str, Any] | None) -> bytes:
+    """``storage_options`` as the JSON the core reads; ``ValueError`` for an unknown name
+    or a value JSON cannot hold, ``TypeError`` for anything but a dict.
+
+    The environment variables the core reads go with them: the Go runtime sees only the
+    environment the process started with, not later changes to ``os.environ``."""
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        raise TypeError(f"storage_options must be a dict, not {type(options).__name__}")
+    unknown = sorted(set(options) - OPTION_NAMES)
+    if unknown:
+        raise ValueError(f"unknown storage options {unknown}; known: {sorted(OPTION_NAMES)}")
+    env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
+    try:
+        return json.dumps({**options, "env": env}).encode()
+    except TypeError as exc:
+        raise ValueError(f"storage_options: {exc}") from None
+
+
+def upload(local: str, url: str, options: dict[str, Any] | None) -> None:
+    """Uploads a local file to ``url`` (multipart when large); on failure nothing appears."""
+    dll = _lib.current().dll
+    _lib.check(dll.ffr_upload(os.fsencode(local), url.encode(), encode_options(options)))
+
+
+class Staging:
+    """A private local directory where a file bound for ``url`` is written before upload.
+
+    >>> s = Staging("s3://bucket/data/part.ffr")
+    >>> os.path.basename(s.path)
+    'part.ffr'
+    >>> s.discard(); os.path.exists(s.path)
+    False
+    """
+
+    def __init__(self, url: str) -> None:
+        name = url.rstrip("/").rsplit("/", 1)[-1] or "upload.ffr"
+        self.dir = tempfile.mkdtemp(prefix="ffrecord-upload-")
+        self.path = os.path.join(self.dir, name)
+
+    def discard(self) -> None:
+        """Removes the staged file and its directory."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return f"Staging({self.path!r})"
