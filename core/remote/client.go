@@ -41,8 +41,11 @@ var (
 	clients   = map[string]*Client{}
 )
 
-// For returns the shared client of opts (already through ParseOptions).
+// For returns the shared client of opts, the environment's defaults filled in.
 func For(opts Options) (*Client, error) {
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
+	}
 	key := opts.key()
 	clientsMu.Lock()
 	defer clientsMu.Unlock()
@@ -58,6 +61,9 @@ func For(opts Options) (*Client, error) {
 }
 
 func newClient(opts Options) (*Client, error) {
+	if opts.Concurrency < 1 {
+		return nil, fmt.Errorf("concurrency %d is not positive", opts.Concurrency)
+	}
 	c := &Client{opts: opts, slots: make(chan struct{}, opts.Concurrency), signer: v4.NewSigner()}
 	endpoint := opts.EndpointURL
 	custom := endpoint != ""

@@ -1,0 +1,40 @@
+package remote
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+)
+
+func TestListPagesThroughAPrefixInKeyOrder(t *testing.T) {
+	pages := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.URL.Path != "/bkt/" || q.Get("list-type") != "2" || q.Get("prefix") != "data/" {
+			http.Error(w, "unexpected "+r.URL.String(), 400)
+			return
+		}
+		pages++
+		if q.Get("continuation-token") == "" {
+			fmt.Fprint(w, `<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>t2</NextContinuationToken>
+<Contents><Key>data/b.ffr</Key></Contents><Contents><Key>data/notes.txt</Key></Contents></ListBucketResult>`)
+			return
+		}
+		fmt.Fprint(w, `<ListBucketResult><IsTruncated>false</IsTruncated>
+<Contents><Key>data/a.ffr</Key></Contents><Contents><Key>data/.tmp.ffr</Key></Contents></ListBucketResult>`)
+	}))
+	defer srv.Close()
+	c := testClient(t, Options{EndpointURL: srv.URL, Anonymous: true})
+	got, err := c.List("s3://bkt/data", ".ffr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"s3://bkt/data/a.ffr", "s3://bkt/data/b.ffr"}; !slices.Equal(got, want) || pages != 2 {
+		t.Fatalf("listed %v in %d pages, want %v in 2", got, pages, want)
+	}
+	if _, err := c.List("https://host/dir/", ".ffr"); err == nil {
+		t.Fatal("listing a plain HTTP URL succeeded")
+	}
+}

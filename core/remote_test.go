@@ -1,0 +1,178 @@
+package core
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ffrecord/ffrecord/core/remote"
+)
+
+// fileServer serves a directory over HTTP with Range support and ETags, counting
+// requests; damage, when set, may rewrite a response body before it is sent.
+type fileServer struct {
+	*httptest.Server
+	dir  string
+	gets atomic.Int64
+
+	mu     sync.Mutex
+	damage func(body []byte) []byte
+}
+
+func newFileServer(t *testing.T, dir string) *fileServer {
+	s := &fileServer{dir: dir}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *fileServer) serve(w http.ResponseWriter, r *http.Request) {
+	data, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(r.URL.Path)))
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("ETag", fmt.Sprintf(`"%x"`, len(data)))
+	if r.Method == http.MethodHead {
+		w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+		return
+	}
+	s.gets.Add(1)
+	var start, end int
+	if _, err := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &start, &end); err != nil {
+		http.Error(w, "range requests only", 400)
+		return
+	}
+	body := append([]byte(nil), data[start:min(end+1, len(data))]...)
+	s.mu.Lock()
+	if s.damage != nil {
+		body = s.damage(body)
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, len(data)))
+	w.Header().Set("Content-Length", fmt.Sprint(end-start+1))
+	w.WriteHeader(http.StatusPartialContent)
+	_, _ = w.Write(body)
+}
+
+func (s *fileServer) setDamage(f func([]byte) []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.damage = f
+}
+
+func TestRemoteReadsAreByteExact(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"basic.ffr", "legacy_zero_checksum.ffr", "packed.ffr"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	samples := randomSamples(rng, 300, 5000)
+	writeSamples(t, filepath.Join(dir, "lz4.ffr"), samples, WriterOptions{Compression: CompressLZ4})
+	srv := newFileServer(t, dir)
+	for _, name := range []string{"basic.ffr", "legacy_zero_checksum.ffr", "packed.ffr", "lz4.ffr"} {
+		t.Run(name, func(t *testing.T) {
+			local := openReader(t, ReaderOptions{CheckData: true}, filepath.Join(dir, name))
+			remote := openReader(t, ReaderOptions{CheckData: true}, srv.URL+"/"+name)
+			if remote.Len() != local.Len() || len(remote.Warnings()) != len(local.Warnings()) {
+				t.Fatalf("remote: %d samples, warnings %q; local: %d, %q",
+					remote.Len(), remote.Warnings(), local.Len(), local.Warnings())
+			}
+			assertSamples(t, readAll(t, remote), readAll(t, local))
+			if err := remote.Verify(0, remote.Len(), func(bad BadSample) bool {
+				t.Errorf("%+v", bad)
+				return true
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if remote.Len() < 3 {
+				return
+			}
+			ranges := []Range{{Index: 2, Offset: 1, Length: 2}, {Index: 0, Offset: 0, Length: 0}}
+			a, b := make([]byte, 2), make([]byte, 2)
+			if err := remote.ReadRanges(ranges, a); err != nil {
+				t.Fatal(err)
+			}
+			if err := local.ReadRanges(ranges, b); err != nil || !bytes.Equal(a, b) {
+				t.Fatalf("ranges: remote %x, local %x (%v)", a, b, err)
+			}
+		})
+	}
+}
+
+func TestRemoteDamagedBodyIsRetriedOnceThenReported(t *testing.T) {
+	dir := t.TempDir()
+	samples := [][]byte{bytes.Repeat([]byte("a"), 100), bytes.Repeat([]byte("b"), 100)}
+	writeSamples(t, filepath.Join(dir, "d.ffr"), samples, WriterOptions{})
+	srv := newFileServer(t, dir)
+	r := openReader(t, ReaderOptions{CheckData: true}, srv.URL+"/d.ffr")
+
+	var damaged atomic.Int64
+	flip := func(body []byte) []byte {
+		damaged.Add(1)
+		body[0] ^= 0xff
+		return body
+	}
+	srv.setDamage(func(body []byte) []byte {
+		if damaged.Load() == 0 {
+			return flip(body)
+		}
+		return body
+	})
+	got, err := readSamples(r, []uint64{1})
+	if err != nil || !bytes.Equal(got[0], samples[1]) {
+		t.Fatalf("a body damaged once: %v", err)
+	}
+	srv.setDamage(flip)
+	_, err = readSamples(r, []uint64{1})
+	if !errors.Is(err, ErrChecksum) || !strings.Contains(err.Error(), srv.URL+"/d.ffr: sample 1") {
+		t.Fatalf("a body always damaged: %v, want ErrChecksum naming the URL and sample", err)
+	}
+	srv.setDamage(func(body []byte) []byte { return body[:len(body)/2] })
+	_, err = readSamples(r, []uint64{0})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "sample 0") || !strings.Contains(err.Error(), "bytes [") {
+		t.Fatalf("a body always cut short: %v, want ErrCorrupt naming the sample and byte range", err)
+	}
+}
+
+func TestRemoteHeaderCacheSavesTheHeaderFetch(t *testing.T) {
+	dir := t.TempDir()
+	writeSamples(t, filepath.Join(dir, "c.ffr"), [][]byte{[]byte("x"), []byte("yz")}, WriterOptions{})
+	srv := newFileServer(t, dir)
+	opts := ReaderOptions{CheckData: true, Remote: remote.Options{CacheDir: t.TempDir(), Concurrency: 4}}
+	openReader(t, opts, srv.URL+"/c.ffr")
+	before := srv.gets.Load()
+	r := openReader(t, opts, srv.URL+"/c.ffr")
+	if srv.gets.Load() != before {
+		t.Fatalf("a cached header was fetched again (%d GETs)", srv.gets.Load()-before)
+	}
+	assertSamples(t, readAll(t, r), [][]byte{[]byte("x"), []byte("yz")})
+}
+
+func TestRemoteMissingObjectIsNotFound(t *testing.T) {
+	srv := newFileServer(t, t.TempDir())
+	_, err := Open([]string{srv.URL + "/nope.ffr"}, ReaderOptions{})
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("open of a missing object: %v, want not found", err)
+	}
+	_, err = Open([]string{"ftp://host/a.ffr"}, ReaderOptions{})
+	if err == nil {
+		t.Fatal("an ftp:// path opened")
+	}
+}
