@@ -1,0 +1,174 @@
+"""A small range-capable HTTP/1.1 server on loopback, with injected latency and faults.
+
+The tests use it to drive the core's retries, deadlines and concurrency; the remote
+benchmark uses it to put every contender behind the same server with the same latency.
+
+>>> import urllib.request
+>>> with RangeServer({"/a.bin": b"0123456789"}) as srv:
+...     req = urllib.request.Request(srv.url + "/a.bin", headers={"Range": "bytes=2-4"})
+...     urllib.request.urlopen(req).read()
+b'234'
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+#: Faults that ``RangeServer.inject`` accepts: an HTTP status, or one of these.
+FAULTS = ("reset", "truncate", "stall", "corrupt")
+
+
+class RangeServer:
+    """Serves ``objects`` (path → bytes) on ``127.0.0.1``: ``HEAD`` and ``GET`` with one
+    byte range, an ``ETag``, keep-alive connections, ``latency`` seconds before each
+    answer, and faults injected one request at a time (``inject``) or for every request
+    (``always``). ``requests`` counts requests and ``peak`` the most in flight at once.
+    """
+
+    def __init__(self, objects: dict[str, bytes] | None = None, latency: float = 0.0) -> None:
+        self.objects = dict(objects or {})
+        self.latency = latency
+        self.always: str | int | None = None
+        self.requests = 0
+        self.peak = 0
+        self._faults: collections.deque[str | int] = collections.deque()
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        kwargs={"poll_interval": 0.05})
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def inject(self, *faults: str | int) -> None:
+        """Queues faults for the next requests: an HTTP status (``503``) or one of
+        ``FAULTS``: ``"reset"`` closes the connection unanswered, ``"truncate"`` sends half
+        the body, ``"stall"`` answers nothing for 5 s, ``"corrupt"`` flips the first byte."""
+        for f in faults:
+            if not isinstance(f, int) and f not in FAULTS:
+                raise ValueError(f"unknown fault {f!r}; known: HTTP statuses and {FAULTS}")
+        with self._lock:
+            self._faults.extend(faults)
+
+    def start(self) -> RangeServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def __enter__(self) -> RangeServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"RangeServer({self.url}, {len(self.objects)} objects, latency={self.latency})"
+
+    def _begin(self) -> str | int | None:
+        with self._lock:
+            self.requests += 1
+            self._in_flight += 1
+            self.peak = max(self.peak, self._in_flight)
+            return self._faults.popleft() if self._faults else self.always
+
+    def _end(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+
+def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body go out in separate writes: with Nagle's algorithm the body
+            # would wait for the client's delayed ACK (40 ms) on every answer.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def log_message(self, *args: Any) -> None:  # quiet
+            pass
+
+        def do_HEAD(self) -> None:  # noqa: N802 - http.server's naming
+            self._answer(head=True)
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._answer(head=False)
+
+        def _answer(self, head: bool) -> None:
+            fault = server._begin()
+            try:
+                if server.latency:
+                    time.sleep(server.latency)
+                self._serve(fault, head)
+            finally:
+                server._end()
+
+        def _serve(self, fault: str | int | None, head: bool) -> None:
+            if fault == "reset":
+                self.close_connection = True
+                self.connection.close()
+                return
+            if fault == "stall":
+                time.sleep(5)
+                self.close_connection = True
+                return
+            if isinstance(fault, int):
+                self._status(fault, head)
+                return
+            data = server.objects.get(self.path.split("?", 1)[0])
+            if data is None:
+                self._status(404, head)
+                return
+            start, end, code = 0, len(data), 200
+            match = _RANGE.match(self.headers.get("Range", ""))
+            if match:
+                start = int(match[1])
+                end = min(len(data), int(match[2]) + 1) if match[2] else len(data)
+                code = 206
+            body = data[start:end]
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("ETag", f'"{len(data):x}"')
+            self.send_header("Accept-Ranges", "bytes")
+            if code == 206:
+                self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+            self.end_headers()
+            if head:
+                return
+            if fault == "truncate":
+                self.wfile.write(body[: len(body) // 2])
+                self.close_connection = True
+                return
+            if fault == "corrupt" and body:
+                body = bytes([body[0] ^ 0xFF]) + body[1:]
+            self.wfile.write(body)
+
+        def _status(self, code: int, head: bool) -> None:
+            message = f"injected {code}".encode()
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(message)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(message)
+
+    return Handler
