@@ -245,6 +245,9 @@ int32_t ffr_reader_close(int64_t handle);
  * leaves no object. options: as for ffr_reader_open_options. */
 int32_t ffr_upload(const char *path, const char *url, const char *options);
 
+/* Deletes the object at url (s3://bucket/key); a missing object is FFR_OK. */
+int32_t ffr_remove(const char *url, const char *options);
+
 #ifdef __cplusplus
 }
 #endif

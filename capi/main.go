@@ -92,6 +92,11 @@ func ffr_upload(path *C.ffr_cchar, url *C.ffr_cchar, options *C.ffr_cchar) C.int
 	return C.int32_t(abi.Upload(unsafe.Pointer(path), unsafe.Pointer(url), unsafe.Pointer(options)))
 }
 
+//export ffr_remove
+func ffr_remove(url *C.ffr_cchar, options *C.ffr_cchar) C.int32_t {
+	return C.int32_t(abi.Remove(unsafe.Pointer(url), unsafe.Pointer(options)))
+}
+
 //export ffr_reader_len
 func ffr_reader_len(handle C.int64_t, n *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderLen(int64(handle), unsafe.Pointer(n)))

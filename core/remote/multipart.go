@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -192,4 +194,22 @@ func decodeXML(resp *http.Response, v any) error {
 		return err
 	}
 	return xml.Unmarshal(body, v)
+}
+
+// Delete removes the object at an s3:// URL; a missing object is not an error.
+func (c *Client) Delete(raw string) error {
+	loc, err := c.locate(raw)
+	if err != nil {
+		return err
+	}
+	if !loc.s3 {
+		return fmt.Errorf("%w: deleting %s: only s3:// objects can be deleted", ErrUnsupported, raw)
+	}
+	err = c.do(context.Background(), "DELETE", loc, func(ctx context.Context) (*http.Request, error) {
+		return c.request(ctx, http.MethodDelete, loc, loc.url, nil, emptyHash)
+	}, func(*http.Response) error { return nil })
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }

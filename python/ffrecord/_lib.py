@@ -80,6 +80,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_reader_open_options": [POINTER(c_char_p), c_uint64, c_uint32, c_char_p,
                                 POINTER(c_int64)],
     "ffr_upload": [c_char_p, c_char_p, c_char_p],
+    "ffr_remove": [c_char_p, c_char_p],
     "ffr_reader_len": [c_int64, _u64p],
     "ffr_reader_nfiles": [c_int64, _u64p],
     "ffr_reader_fname": [c_int64, c_uint64, c_char_p, c_size_t, _sizep],

@@ -61,6 +61,20 @@ def upload(local: str, url: str, options: dict[str, Any] | None) -> None:
     _lib.check(dll.ffr_upload(os.fsencode(local), url.encode(), encode_options(options)))
 
 
+def remove(url: str, options: dict[str, Any] | None) -> None:
+    """Deletes the object at ``url``; a missing one is not an error."""
+    _lib.check(_lib.current().dll.ffr_remove(url.encode(), encode_options(options)))
+
+
+def join(prefix: str, name: str) -> str:
+    """``name`` under the URL ``prefix``.
+
+    >>> join("s3://bucket/train/", "PART_00000.ffr"), join("s3://bucket/train", "a.ffr")
+    ('s3://bucket/train/PART_00000.ffr', 's3://bucket/train/a.ffr')
+    """
+    return prefix.rstrip("/") + "/" + name
+
+
 class Staging:
     """A private local directory where a file bound for ``url`` is written before upload.
 

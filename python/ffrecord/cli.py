@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from . import _paths
+from . import _paths, _remote
 from ._progress import ProgressBar
 from .errors import CorruptFileError
 
@@ -177,7 +177,13 @@ def _positive_int(text: str) -> int:
 
 
 def _ffr_files(path: str) -> List[str]:
-    """The files a path stands for: itself, or a directory's ``*.ffr`` sorted by name."""
+    """The files a path stands for: itself, or a directory's (or an ``s3://`` prefix's)
+    ``*.ffr`` sorted by name. URLs are reached with the ``AWS_*`` environment's settings."""
+    if _remote.is_url(path):
+        from .reader import FileReader
+
+        with FileReader(path, check_data=False) as reader:  # the core lists a prefix
+            return list(reader.fnames)
     p = Path(_paths.fspath(path))
     if p.is_dir():
         files = sorted(str(f) for f in p.glob("*.ffr"))

@@ -17,10 +17,11 @@ import os
 import pickle
 import time
 import warnings
-from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
+from . import _remote
 from ._progress import ProgressBar
 from .writer import FileWriter
 
@@ -32,6 +33,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 # enough to cost nothing next to a write, frequent enough to stop and redraw promptly.
 _CHECK_EVERY = 64
 _REPORT_SECONDS = 0.2
+_UPLOADS = 4  # parts of a dump uploaded at once (each upload is itself parallel)
 
 
 class _Cancelled(Exception):
@@ -47,6 +49,7 @@ def dump(
     compression: Optional[str] = None,
     max_workers: Optional[int] = None,
     start_method: Optional[str] = None,
+    storage_options: Optional[dict] = None,
 ) -> None:
     """Writes ``dataset[0] … dataset[len(dataset)-1]`` to FFRecord file(s).
 
@@ -60,11 +63,16 @@ def dump(
     Args:
         dataset: any object with ``len()`` and ``[i]`` returning a bytes-like sample (bytes,
             bytearray, memoryview, numpy array, ...).
-        fname: output file (``nfiles == 1``) or folder.
+        fname: output file (``nfiles == 1``) or folder; or an ``s3://`` URL of the file or
+            prefix, in which case the parts are written to a local staging directory, then
+            uploaded (each object appears only when its upload completes, and when any part
+            fails every part already uploaded is deleted).
         nfiles: number of output files.
         verbose: show a progress bar.
         compression: ``None``, ``"lz4"`` or ``"zstd"`` (see :class:`ffrecord.FileWriter`).
         max_workers: worker processes (default: one per CPU, at most one per file).
+        storage_options: options for an ``s3://`` destination (see
+            :class:`ffrecord.FileReader`).
         start_method: multiprocessing start method. The default is ``"fork"`` where it
             exists, because the workers then share the dataset copy-on-write and it need not
             be picklable (the Go library reloads itself safely in forked children); otherwise
@@ -80,6 +88,16 @@ def dump(
     """
     if not isinstance(nfiles, int) or nfiles < 1:
         raise ValueError(f"nfiles must be a positive integer, got {nfiles!r}")
+    if _remote.is_url(fname):
+        _remote.encode_options(storage_options)  # bad options fail before any work
+        staging = _remote.Staging(os.fsdecode(fname))
+        try:
+            dump(dataset, staging.path, nfiles, verbose, compression=compression,
+                 max_workers=max_workers, start_method=start_method)
+            _upload_dump(staging.path, os.fsdecode(fname), nfiles, storage_options)
+        finally:
+            staging.discard()
+        return
     n = len(dataset)
     if nfiles == 1:
         _write_here(dataset, [(fname, 0, n)], compression, verbose)
@@ -111,6 +129,30 @@ def dump(
         for path in parts:
             path.unlink(missing_ok=True)
         raise
+
+
+def _upload_dump(local: str, url: str, nfiles: int, storage_options: Optional[dict]) -> None:
+    """Uploads a dump staged at ``local``, a few files at a time; when one fails, deletes
+    the ones already uploaded, so that no part of a failed dump is left to look complete."""
+    if nfiles == 1:
+        _remote.upload(local, url, storage_options)
+        return
+    pairs = [(str(p), _remote.join(url, p.name)) for p in sorted(Path(local).glob("*.ffr"))]
+    with ThreadPoolExecutor(max_workers=_UPLOADS) as pool:
+        futures = [pool.submit(_remote.upload, path, target, storage_options)
+                   for path, target in pairs]
+        wait(futures, return_when=FIRST_EXCEPTION)
+        failed = next((f for f in futures if f.done() and f.exception()), None)
+        if failed is None:
+            return
+        for f in futures:
+            f.cancel()
+    for _, target in pairs:
+        try:
+            _remote.remove(target, storage_options)
+        except OSError:
+            pass  # the upload's error below is the one to report
+    raise failed.exception()
 
 
 def _split(n: int, nfiles: int) -> List[Tuple[int, int]]:

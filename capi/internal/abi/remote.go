@@ -34,6 +34,27 @@ func Upload(path, url, options unsafe.Pointer) (status int32) {
 	return StatusOK
 }
 
+// Remove implements ffr_remove.
+func Remove(url, options unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_remove"
+	if url == nil {
+		return failf(StatusInvalid, fn+": url is NULL")
+	}
+	opts, err := storageOptions(fn, options)
+	if err != nil {
+		return fail(err)
+	}
+	client, err := remote.For(opts)
+	if err != nil {
+		return failf(StatusInvalid, fmt.Sprintf("%s: %v", fn, err))
+	}
+	if err := client.Delete(cString(url)); err != nil {
+		return fail(err)
+	}
+	return StatusOK
+}
+
 // storageOptions parses the JSON options of a call (NULL: the defaults).
 func storageOptions(fn string, options unsafe.Pointer) (remote.Options, error) {
 	text := ""

@@ -78,9 +78,9 @@ def fetch_batch(dataset: Any, indices: list[int]) -> list:
 class Dataset(torch.utils.data.Dataset):
     """An ffrecord dataset: ``dataset[indices]`` reads the batch in one call, then ``process``-es it.
 
-    ``fnames`` is what ``ffrecord.FileReader`` takes: a file, a list of files, or a directory
-    of ``*.ffr`` files. The reader pickles by path, so worker processes reopen the files
-    themselves.
+    ``fnames`` is what ``ffrecord.FileReader`` takes: a file, a list of files, a directory
+    of ``*.ffr`` files, or URLs (``s3://``, ``http(s)://``, with ``storage_options``). The
+    reader pickles by path, so worker processes reopen the files themselves.
 
     >>> import tempfile, os
     >>> from ffrecord import FileWriter
@@ -96,17 +96,19 @@ class Dataset(torch.utils.data.Dataset):
     (3, ['two', 'zero'], 'one')
     """
 
-    def __init__(self, fnames: str | Sequence[str], check_data: bool = True) -> None:
+    def __init__(self, fnames: str | Sequence[str], check_data: bool = True, *,
+                 storage_options: dict[str, Any] | None = None) -> None:
         self.fnames = fnames
         self.check_data = check_data
         self._reader_args = (fnames, check_data)
-        self.reader = FileReader(fnames, check_data)
+        self._reader_options = {"storage_options": storage_options}
+        self.reader = FileReader(fnames, check_data, storage_options=storage_options)
 
     @property
     def reader(self) -> FileReader:
         """The reader of this process: a copy of the dataset in another process opens its own."""
         if self._reader is None:
-            self._reader = FileReader(*self._reader_args)
+            self._reader = FileReader(*self._reader_args, **self._reader_options)
         return self._reader
 
     @reader.setter

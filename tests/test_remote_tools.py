@@ -1,0 +1,73 @@
+"""URLs everywhere a path works: ``dump``, the CLI and DataLoader workers, against moto's S3."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from ffrecord import FileReader
+from ffrecord.utils import dump
+from remote_fixtures import bucket, keys, s3_endpoint  # noqa: F401 - fixtures
+
+
+def test_dump_to_an_s3_prefix(bucket):
+    client, name, opts = bucket
+    data = [pickle.dumps(i) for i in range(50)]
+    dump(data, f"s3://{name}/parts/", nfiles=3, storage_options=opts, start_method="spawn")
+    assert keys(client, name) == [f"parts/PART_0000{k}.ffr" for k in range(3)]
+    with FileReader(f"s3://{name}/parts/", storage_options=opts) as r:
+        assert [s.tobytes() for s in r.read(range(r.n))] == data
+    dump(data[:5], f"s3://{name}/one.ffr", nfiles=1, storage_options=opts)
+    with FileReader(f"s3://{name}/one.ffr", storage_options=opts) as r:
+        assert r.n == 5
+
+
+def test_a_failed_dump_leaves_nothing(bucket):
+    client, name, opts = bucket
+
+    class Broken:
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            if i == 7:
+                raise RuntimeError("bad sample")
+            return b"x"
+
+    with pytest.raises(RuntimeError, match="bad sample"):
+        dump(Broken(), f"s3://{name}/broken/", nfiles=2, storage_options=opts, start_method="fork")
+    assert keys(client, name) == []
+
+
+def test_cli_reads_urls(bucket, golden, s3_endpoint, monkeypatch):
+    client, name, _ = bucket
+    for part in sorted((golden / "multi").glob("*.ffr")):
+        client.upload_file(str(part), name, f"multi/{part.name}")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    for command in (["info", f"s3://{name}/multi/"], ["verify", f"s3://{name}/multi/"],
+                    ["cat", f"s3://{name}/multi/PART_00001.ffr", "0"]):
+        done = subprocess.run([sys.executable, "-m", "ffrecord", *command], capture_output=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr.decode()
+    info = subprocess.run([sys.executable, "-m", "ffrecord", "info", "--json", f"s3://{name}/multi/"],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "PART_00002.ffr" in info
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_dataloader_workers_read_from_s3(bucket, tmp_path, method):
+    pytest.importorskip("torch")
+    from torch_scripts.common import PickleDataset, epoch_batches, write_samples
+
+    from ffrecord.torch import DataLoader
+
+    client, name, opts = bucket
+    client.upload_file(write_samples(tmp_path / "s.ffr", 30), name, "s.ffr")
+    dataset = PickleDataset(f"s3://{name}/s.ffr", storage_options=opts)
+    expected = epoch_batches(DataLoader(dataset, batch_size=4, shuffle=True, seed=3))
+    loader = DataLoader(dataset, batch_size=4, shuffle=True, seed=3, num_workers=2,
+                        multiprocessing_context=method, timeout=60)
+    assert epoch_batches(loader) == expected
