@@ -145,7 +145,7 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
                 start = int(match[1])
                 end = min(len(data), int(match[2]) + 1) if match[2] else len(data)
                 code = 206
-            body = data[start:end]
+            body = memoryview(data)[start:end]  # no copy: the server must not be the bottleneck
             self.send_response(code)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("ETag", f'"{len(data):x}"')
@@ -160,7 +160,7 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 return
             if fault == "corrupt" and body:
-                body = bytes([body[0] ^ 0xFF]) + body[1:]
+                body = bytes([body[0] ^ 0xFF]) + bytes(body[1:])
             self.wfile.write(body)
 
         def _status(self, code: int, head: bool) -> None:

@@ -150,8 +150,8 @@ int32_t ffr_reader_open(const char *const *paths, uint64_t npaths, uint32_t flag
 /* ffr_reader_open with storage options: options is NULL (the defaults) or a JSON object
  * configuring access to paths that are URLs (s3://bucket/key, s3://bucket/prefix/,
  * http(s)://...; file:// names a local path): "endpoint_url", "region", "profile",
- * "anonymous", "virtual_hosted", "concurrency", "timeout" (seconds per request),
- * "retries", "cache_dir". Unset fields come from the environment (AWS_ENDPOINT_URL,
+ * "anonymous", "virtual_hosted", "concurrency", "coalesce_gap" (bytes), "timeout"
+ * (seconds per request), "retries", "cache_dir". Unset fields come from the environment (AWS_ENDPOINT_URL,
  * AWS_REGION, AWS_PROFILE, the AWS credentials and config files, FFRECORD_CACHE_DIR,
  * FFRECORD_REMOTE_CONCURRENCY). An unknown field is FFR_E_INVALID. A missing object is
  * FFR_E_NOTFOUND (errno ENOENT), a refused one FFR_E_IO with errno EACCES, a response

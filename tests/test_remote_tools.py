@@ -71,3 +71,15 @@ def test_dataloader_workers_read_from_s3(bucket, tmp_path, method):
     loader = DataLoader(dataset, batch_size=4, shuffle=True, seed=3, num_workers=2,
                         multiprocessing_context=method, timeout=60)
     assert epoch_batches(loader) == expected
+
+
+def test_remote_benchmark_runs_its_quick_mode(capsys):
+    """The benchmark cannot rot: every installed contender reads (and checks) its batches."""
+    from conftest import REPO
+
+    sys.path.insert(0, str(REPO))
+    from benchmarks import remote
+
+    assert remote.main(["--quick", "--batches", "2", "--samples", "600", "--batch", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "ffrecord" in out and "ms/batch" in out

@@ -14,6 +14,7 @@ const (
 	DefaultConcurrency = 64
 	DefaultTimeout     = 30 * time.Second
 	DefaultRetries     = 5
+	DefaultCoalesceGap = 1 << 20
 )
 
 // Options configure access to remote objects. The zero value means: the defaults above,
@@ -36,6 +37,9 @@ type Options struct {
 	Concurrency int `json:"concurrency"`
 	// Timeout is each request's deadline in seconds (0: DefaultTimeout).
 	Timeout float64 `json:"timeout"`
+	// CoalesceGap is the widest gap, in bytes, read through to join two range requests
+	// when a batch needs more requests than Concurrency (0: DefaultCoalesceGap; -1: never).
+	CoalesceGap int64 `json:"coalesce_gap"`
 	// Retries is how many times a failed request is tried again (-1: never; 0: the
 	// default).
 	Retries int `json:"retries"`
@@ -86,6 +90,8 @@ func (o *Options) withDefaults() error {
 		return fmt.Errorf("storage option concurrency %d is not positive", o.Concurrency)
 	case o.Timeout < 0:
 		return fmt.Errorf("storage option timeout %g is negative", o.Timeout)
+	case o.CoalesceGap < -1:
+		return fmt.Errorf("storage option coalesce_gap %d is below -1", o.CoalesceGap)
 	case o.Retries < -1:
 		return fmt.Errorf("storage option retries %d is below -1", o.Retries)
 	}
@@ -97,6 +103,16 @@ func (o *Options) timeout() time.Duration {
 		return DefaultTimeout
 	}
 	return time.Duration(o.Timeout * float64(time.Second))
+}
+
+func (o *Options) coalesceGap() int64 {
+	switch o.CoalesceGap {
+	case 0:
+		return DefaultCoalesceGap
+	case -1:
+		return 0
+	}
+	return o.CoalesceGap
 }
 
 func (o *Options) retries() int {

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -71,7 +72,7 @@ type request struct {
 // client allows. Spans that follow one another in the object are read by one request.
 // The error is a *SpanError naming the first span of the failed request.
 func (o *Object) ReadRanges(spans []Span) error {
-	reqs := plan(spans)
+	reqs := plan(spans, o.c.opts.Concurrency, o.c.opts.coalesceGap())
 	if len(reqs) == 0 {
 		return nil
 	}
@@ -106,8 +107,11 @@ func (o *Object) ReadRanges(spans []Span) error {
 }
 
 // plan cuts spans into pieces of at most maxRequestBytes and groups the pieces that are
-// adjacent in the object into requests.
-func plan(spans []Span) []request {
+// adjacent in the object into requests. When that leaves more requests than depth (more
+// than one round trip of the pool), the smallest gaps of at most maxGap bytes between
+// requests are read through, until the batch fits in depth requests: a round trip saved
+// is worth more than the bytes of a small gap.
+func plan(spans []Span, depth int, maxGap int64) []request {
 	var pieces []piece
 	for k, s := range spans {
 		for at := 0; at < len(s.Buf); at += maxRequestBytes {
@@ -115,15 +119,7 @@ func plan(spans []Span) []request {
 			pieces = append(pieces, piece{span: k, off: s.Off + int64(at), buf: s.Buf[at:end]})
 		}
 	}
-	slices.SortStableFunc(pieces, func(a, b piece) int {
-		switch {
-		case a.off < b.off:
-			return -1
-		case a.off > b.off:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(pieces, func(a, b piece) int { return cmp.Compare(a.off, b.off) })
 	var reqs []request
 	for _, p := range pieces {
 		end := p.off + int64(len(p.buf))
@@ -134,7 +130,39 @@ func plan(spans []Span) []request {
 		}
 		reqs = append(reqs, request{off: p.off, end: end, pieces: []piece{p}})
 	}
-	return reqs
+	if len(reqs) <= depth || maxGap <= 0 {
+		return reqs
+	}
+	return bridge(reqs, len(reqs)-depth, maxGap)
+}
+
+// bridge merges up to count pairs of neighbouring requests across their gaps, smallest
+// gaps first, none wider than maxGap, no merged request over maxRequestBytes.
+func bridge(reqs []request, count int, maxGap int64) []request {
+	gaps := make([]int, 0, len(reqs)-1)
+	for i := range len(reqs) - 1 {
+		if g := reqs[i+1].off - reqs[i].end; g > 0 && g <= maxGap {
+			gaps = append(gaps, i)
+		}
+	}
+	slices.SortFunc(gaps, func(a, b int) int {
+		return cmp.Compare(reqs[a+1].off-reqs[a].end, reqs[b+1].off-reqs[b].end)
+	})
+	join := make([]bool, len(reqs))
+	for _, i := range gaps[:min(count, len(gaps))] {
+		join[i] = true
+	}
+	merged := reqs[:1]
+	for i := 1; i < len(reqs); i++ {
+		last := &merged[len(merged)-1]
+		if join[i-1] && reqs[i].end-last.off <= maxRequestBytes {
+			last.end = reqs[i].end
+			last.pieces = append(last.pieces, reqs[i].pieces...)
+			continue
+		}
+		merged = append(merged, reqs[i])
+	}
+	return merged
 }
 
 // read performs one range request, reading the body straight into the pieces' buffers.
@@ -158,7 +186,14 @@ func (o *Object) read(r *request) error {
 		default:
 			return fmt.Errorf("unexpected HTTP %d to a range request", resp.StatusCode)
 		}
+		at := r.off
 		for _, p := range r.pieces {
+			if p.off > at { // a gap read through: its bytes are not wanted
+				if _, err := io.CopyN(io.Discard, body, p.off-at); err != nil {
+					return fmt.Errorf("%w: %v", ErrShortBody, err)
+				}
+			}
+			at = p.off + int64(len(p.buf))
 			if _, err := io.ReadFull(body, p.buf); err != nil {
 				if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 					return fmt.Errorf("%w: %v", ErrShortBody, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ func TestPlanCoalescesAdjacentSpansAndSplitsLargeOnes(t *testing.T) {
 		{Off: 500, Buf: buf[110:120]},
 		{Off: 1000, Buf: buf[:maxRequestBytes+10]},
 	}
-	reqs := plan(spans)
+	reqs := plan(spans, 64, DefaultCoalesceGap)
 	got := make([][2]int64, len(reqs))
 	for i, r := range reqs {
 		got[i] = [2]int64{r.off, r.end}
@@ -162,5 +163,41 @@ func TestS3RequestsAreSignedAndAddressed(t *testing.T) {
 	}
 	if a := srv.seen[1].Header.Get("Authorization"); a != "" {
 		t.Fatalf("anonymous request carries Authorization %q", a)
+	}
+}
+
+func TestPlanBridgesTheSmallestGapsWhenOverDepth(t *testing.T) {
+	buf := make([]byte, 10)
+	var spans []Span
+	for _, off := range []int64{0, 20, 1000, 1015, 5000} { // gaps 10, 970, 5, 3975
+		spans = append(spans, Span{Off: off, Buf: buf})
+	}
+	if n := len(plan(spans, 8, 1<<20)); n != 5 {
+		t.Fatalf("within depth: %d requests, want 5 (no gap read through)", n)
+	}
+	reqs := plan(spans, 3, 1<<20)
+	got := make([][2]int64, len(reqs))
+	for i, r := range reqs {
+		got[i] = [2]int64{r.off, r.end}
+	}
+	if want := [][2]int64{{0, 30}, {1000, 1025}, {5000, 5010}}; !slices.Equal(got, want) {
+		t.Fatalf("depth 3: requests %v, want %v (the two smallest gaps bridged)", got, want)
+	}
+	if n := len(plan(spans, 1, 100)); n != 3 {
+		t.Fatalf("gaps over maxGap are never bridged: %d requests, want 3", n)
+	}
+}
+
+func TestBridgedGapsAreSkippedOnTheWire(t *testing.T) {
+	data := pattern(1 << 16)
+	srv := newFakeServer(t, data)
+	o, _ := testClient(t, Options{Concurrency: 2}).Object(srv.URL + "/obj")
+	offs := []int{0, 300, 700, 2000, 9000, 60000}
+	lens := []int{100, 100, 100, 100, 100, 100}
+	if err := readSpans(t, o, data, offs, lens); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.requests.Load(); n != 2 {
+		t.Fatalf("%d requests, want 2 (gaps bridged down to the concurrency)", n)
 	}
 }

@@ -25,7 +25,8 @@ _SCHEMES = ("s3://", "http://", "https://")
 _ENV_PREFIXES = ("AWS_", "FFRECORD_CACHE_DIR", "FFRECORD_REMOTE_")
 #: The options the core accepts (``capi/ffrecord.h``, ``ffr_reader_open_options``).
 OPTION_NAMES = frozenset({"endpoint_url", "region", "profile", "anonymous", "virtual_hosted",
-                          "concurrency", "timeout", "retries", "cache_dir"})
+                          "concurrency", "coalesce_gap", "timeout", "retries",
+                          "cache_dir"})
 
 
 def is_url(path: Any) -> bool:
