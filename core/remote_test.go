@@ -10,10 +10,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ffrecord/ffrecord/core/remote"
 )
@@ -174,5 +176,37 @@ func TestRemoteMissingObjectIsNotFound(t *testing.T) {
 	_, err = Open([]string{"ftp://host/a.ffr"}, ReaderOptions{})
 	if err == nil {
 		t.Fatal("an ftp:// path opened")
+	}
+}
+
+func TestRemoteOpenCloseLeaksNoGoroutine(t *testing.T) {
+	dir := t.TempDir()
+	writeSamples(t, filepath.Join(dir, "l.ffr"), [][]byte{[]byte("a"), []byte("b")}, WriterOptions{})
+	srv := newFileServer(t, dir)
+	cycle := func(n int) {
+		for i := range n {
+			r, err := Open([]string{srv.URL + "/l.ffr"}, ReaderOptions{CheckData: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := readSamples(r, []uint64{uint64(i % 2)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cycle(20)
+	remote.CloseIdle()
+	before := runtime.NumGoroutine()
+	cycle(1000)
+	remote.CloseIdle()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // closed connections' goroutines are exiting
+	}
+	if after := runtime.NumGoroutine(); after > before+2 {
+		t.Fatalf("%d goroutines after 1000 open/close cycles, %d before", after, before)
 	}
 }

@@ -188,7 +188,8 @@ def test_requests_run_concurrently_within_the_bound(tmp_path):
     with FileWriter(tmp_path / "s.ffr", len(samples)) as w:
         w.write_many(samples)
     with RangeServer({"/s.ffr": (tmp_path / "s.ffr").read_bytes()}, latency=0.05) as srv:
-        r = FileReader(srv.url + "/s.ffr", storage_options={"concurrency": 8})
+        url = srv.url + "/s.ffr"
+        r = FileReader(url, storage_options={"concurrency": 8, "coalesce_gap": -1})
         before = srv.requests
         got = r.read(range(0, 64, 2))  # 32 samples, none adjacent: 32 requests
         assert [g.tobytes() for g in got] == samples[::2]
@@ -197,6 +198,12 @@ def test_requests_run_concurrently_within_the_bound(tmp_path):
         before = srv.requests
         r.read(range(64))  # adjacent samples: one request
         assert srv.requests - before == 1
+
+        bridged = FileReader(url, storage_options={"concurrency": 8})
+        before = srv.requests
+        got = bridged.read(range(0, 64, 2))  # gaps read through: one round of 8 requests
+        assert [g.tobytes() for g in got] == samples[::2]
+        assert srv.requests - before == 8
 
 
 def test_header_cache_is_shared_by_readers(http, tmp_path):

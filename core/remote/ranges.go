@@ -178,6 +178,9 @@ func (o *Object) read(r *request) error {
 		body := io.Reader(resp.Body)
 		switch {
 		case resp.StatusCode == http.StatusPartialContent:
+			if err := checkContentRange(resp.Header.Get("Content-Range"), r.off); err != nil {
+				return err
+			}
 		case resp.StatusCode == http.StatusOK && resp.ContentLength >= 0:
 			// A server that ignores Range sends the whole object: skip to the range.
 			if _, err := io.CopyN(io.Discard, body, r.off); err != nil {
@@ -205,6 +208,22 @@ func (o *Object) read(r *request) error {
 	})
 	if err != nil {
 		return &SpanError{Index: r.pieces[0].span, Off: r.off, End: r.end, Err: err}
+	}
+	return nil
+}
+
+// checkContentRange refuses a partial answer that does not start where the request did
+// (a proxy or server that answered another range would put wrong bytes in the batch).
+func checkContentRange(header string, off int64) error {
+	var start, end int64
+	if header == "" {
+		return nil // not sent by every server; the length is still checked as it is read
+	}
+	if _, err := fmt.Sscanf(header, "bytes %d-%d/", &start, &end); err != nil {
+		return fmt.Errorf("malformed Content-Range %q", header)
+	}
+	if start != off {
+		return fmt.Errorf("%w: asked for bytes from %d, got Content-Range %q", ErrShortBody, off, header)
 	}
 	return nil
 }

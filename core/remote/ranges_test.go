@@ -201,3 +201,13 @@ func TestBridgedGapsAreSkippedOnTheWire(t *testing.T) {
 		t.Fatalf("%d requests, want 2 (gaps bridged down to the concurrency)", n)
 	}
 }
+
+func TestContentRangeMustStartWhereAsked(t *testing.T) {
+	for header, ok := range map[string]bool{
+		"": true, "bytes 10-19/100": true, "bytes 10-19/*": true, "bytes 0-9/100": false, "junk": false,
+	} {
+		if err := checkContentRange(header, 10); (err == nil) != ok {
+			t.Errorf("Content-Range %q: %v", header, err)
+		}
+	}
+}
