@@ -245,6 +245,12 @@ int32_t ffr_reader_close(int64_t handle);
  * leaves no object. options: as for ffr_reader_open_options. */
 int32_t ffr_upload(const char *path, const char *url, const char *options);
 
+/* Copies the whole object at url (a small text document, at most 16 MiB, such as a
+ * dataset's spec.json) into buf, NUL-terminated; *needed receives its length. Returns
+ * FFR_E_SHORTBUF when len <= *needed (buf may be NULL with len 0 to ask for the length). */
+int32_t ffr_fetch_text(const char *url, const char *options, char *buf, size_t len,
+                       size_t *needed);
+
 /* Deletes the object at url (s3://bucket/key); a missing object is FFR_OK. */
 int32_t ffr_remove(const char *url, const char *options);
 

@@ -83,3 +83,24 @@ def test_remote_benchmark_runs_its_quick_mode(capsys):
     assert remote.main(["--quick", "--batches", "2", "--samples", "600", "--batch", "32"]) == 0
     out = capsys.readouterr().out
     assert "ffrecord" in out and "ms/batch" in out
+
+
+def test_structured_dataset_reads_from_s3(bucket, tmp_path):
+    from ffrecord.dataset import DatasetReader, DatasetWriter
+
+    client, name, opts = bucket
+    local = tmp_path / "ds"
+    with DatasetWriter(local, {"label": "int", "frames": "bytes[]"}) as writer:
+        for i in range(5):
+            writer.append({"label": i, "frames": [b"f%d" % j for j in range(i)]})
+    for path in sorted(local.iterdir()):
+        client.upload_file(str(path), name, f"ds/{path.name}")
+    want = DatasetReader(local)
+    got = DatasetReader(f"s3://{name}/ds/", storage_options=opts)
+    assert len(got) == 5
+    assert [got[i] for i in range(5)] == [want[i] for i in range(5)]
+    assert got[4, {"frames": range(1, 3)}] == {"frames": [b"f1", b"f2"]}
+    clone = pickle.loads(pickle.dumps(got))
+    assert clone[3] == want[3]
+    with pytest.raises(Exception, match="spec.json"):
+        DatasetReader(f"s3://{name}/nothing/", storage_options=opts)

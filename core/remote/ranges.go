@@ -227,3 +227,19 @@ func checkContentRange(header string, off int64) error {
 	}
 	return nil
 }
+
+// ReadAll returns the whole object, refusing one larger than limit bytes.
+func (o *Object) ReadAll(limit int64) ([]byte, error) {
+	size, _, err := o.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if size > limit {
+		return nil, fmt.Errorf("%w: %s is %d bytes, more than the %d read whole", ErrUnsupported, o.loc.raw, size, limit)
+	}
+	data := make([]byte, size)
+	if err := o.ReadRanges([]Span{{Off: 0, Buf: data}}); err != nil {
+		return nil, err
+	}
+	return data, nil
+}

@@ -97,3 +97,63 @@ class Staging:
 
     def __repr__(self) -> str:
         return f"Staging({self.path!r})"
+
+
+def fetch_text(url: str, options: dict[str, Any] | None) -> str:
+    """The whole of a small remote text document (at most 16 MiB), such as a spec."""
+    dll = _lib.current().dll
+    return _lib.copy_text(dll.ffr_fetch_text, url.encode(), encode_options(options)).decode("utf-8")
+
+
+class RemotePath:
+    """A URL standing where a ``pathlib.Path`` of a directory or file would: it joins with
+    ``/``, reads a small document whole, and is an ``os.PathLike`` that ``FileReader``
+    accepts. Existence is not checked up front: opening a missing object raises
+    ``FileNotFoundError``.
+
+    >>> p = RemotePath("s3://bucket/ds/") / "spec.json"
+    >>> str(p), p.name, os.fspath(p)
+    ('s3://bucket/ds/spec.json', 'spec.json', 's3://bucket/ds/spec.json')
+    """
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
+        self.url = url
+        self.storage_options = storage_options
+
+    def __truediv__(self, name: str) -> RemotePath:
+        return RemotePath(join(self.url, name), self.storage_options)
+
+    @property
+    def name(self) -> str:
+        return self.url.rstrip("/").rsplit("/", 1)[-1]
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        """The object's text (``encoding`` must be UTF-8, the core's)."""
+        if encoding.lower().replace("-", "") != "utf8":
+            raise ValueError(f"remote documents are read as UTF-8, not {encoding}")
+        return fetch_text(self.url, self.storage_options)
+
+    def is_file(self) -> bool:
+        return True  # checked when opened, by the one request that opening makes anyway
+
+    def is_dir(self) -> bool:
+        return True
+
+    def __fspath__(self) -> str:
+        return self.url
+
+    def __str__(self) -> str:
+        return self.url
+
+    def __repr__(self) -> str:
+        return f"RemotePath({self.url!r})"
+
+
+def as_path(path: Any, storage_options: dict[str, Any] | None = None) -> Any:
+    """``path`` as a ``pathlib.Path``, or a ``RemotePath`` when it is a URL."""
+    text = os.fsdecode(path)
+    if is_url(text):
+        return RemotePath(text, storage_options)
+    import pathlib
+
+    return pathlib.Path(text)

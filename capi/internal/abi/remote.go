@@ -55,6 +55,35 @@ func Remove(url, options unsafe.Pointer) (status int32) {
 	return StatusOK
 }
 
+// maxText bounds what ffr_fetch_text reads: small documents (a dataset's spec).
+const maxText = 16 << 20
+
+// FetchText implements ffr_fetch_text.
+func FetchText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_fetch_text"
+	if url == nil || needed == nil {
+		return failf(StatusInvalid, fn+": url or needed is NULL")
+	}
+	opts, err := storageOptions(fn, options)
+	if err != nil {
+		return fail(err)
+	}
+	client, err := remote.For(opts)
+	if err != nil {
+		return failf(StatusInvalid, fmt.Sprintf("%s: %v", fn, err))
+	}
+	obj, err := client.Object(cString(url))
+	if err != nil {
+		return fail(err)
+	}
+	data, err := obj.ReadAll(maxText)
+	if err != nil {
+		return fail(err)
+	}
+	return copyText(string(data), buf, size, needed)
+}
+
 // storageOptions parses the JSON options of a call (NULL: the defaults).
 func storageOptions(fn string, options unsafe.Pointer) (remote.Options, error) {
 	text := ""

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import _remote
 from .._indices import index_array, one_index
 from ..reader import FileReader
 from . import codecs, sequence
@@ -143,6 +144,8 @@ class DatasetReader(Readable):
     ``check_data`` verifies CRC-32s: of each whole sample, and of each sequence element read
     alone. The reader is safe to share between threads, survives ``fork()``, and pickles by
     directory and options (decoders must then be picklable: module-level functions).
+    ``directory`` may be a URL (``s3://bucket/ds/``, ``https://…/ds``) with
+    ``storage_options`` as for ``FileReader``: the spec and fields are read from there.
 
     >>> import tempfile, os
     >>> from ffrecord.dataset import DatasetWriter
@@ -157,9 +160,11 @@ class DatasetReader(Readable):
     """
 
     def __init__(self, directory: Any, decoders: Mapping[str, Callable] | None = None,
-                 cache_keys: Any = (), *, check_data: bool = True) -> None:
+                 cache_keys: Any = (), *, check_data: bool = True,
+                 storage_options: dict[str, Any] | None = None) -> None:
         self._readers: dict[str, FileReader] = {}
-        self.directory = Path(os.fsdecode(directory))
+        self.storage_options = storage_options
+        self.directory = _remote.as_path(directory, storage_options)
         self.decoders = decoders
         self.cache_keys = tuple(cache_keys)
         self.check_data = bool(check_data)
@@ -182,7 +187,7 @@ class DatasetReader(Readable):
         path = self.directory / field.file
         if not path.is_file():
             raise IncompleteDatasetError(f"{self.directory}: field {field.name!r}: {field.file} is missing")
-        reader = FileReader(path, self.check_data)
+        reader = FileReader(path, self.check_data, storage_options=self.storage_options)
         if reader.n != self._length:
             reader.close()
             raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} datapoints; "
@@ -423,14 +428,16 @@ class DatasetReader(Readable):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _reopen, (type(self), str(self.directory), self.decoders, self.cache_keys,
-                         self.check_data)
+                         self.check_data, self.storage_options)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, {self.spec}) n={self._length}"
 
 
-def _reopen(cls: type, directory: str, decoders: Any, cache_keys: tuple, check_data: bool) -> Any:
-    return cls(directory, decoders, cache_keys, check_data=check_data)
+def _reopen(cls: type, directory: str, decoders: Any, cache_keys: tuple, check_data: bool,
+            storage_options: dict[str, Any] | None = None) -> Any:
+    return cls(directory, decoders, cache_keys, check_data=check_data,
+               storage_options=storage_options)
 
 
 def _gather(buf: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
