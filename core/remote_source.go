@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 
 	"github.com/ffrecord/ffrecord/core/remote"
 	"github.com/klauspost/crc32"
@@ -157,25 +158,46 @@ func (r *Reader) fetchRemote(b *batch, dst []byte) error {
 			byFile[it.file] = append(byFile[it.file], k)
 		}
 	}
-	for f, items := range byFile {
-		if err := r.fetchItems(f, b.items, items); err != nil {
-			return err
-		}
-		if !r.opts.CheckData {
-			continue
-		}
-		var damaged []int
-		for _, k := range items {
-			it := &b.items[k]
-			if it.file.checksum(it.local) != crc32.ChecksumIEEE(it.src) {
-				damaged = append(damaged, k)
-			}
-		}
-		if err := r.fetchItems(f, b.items, damaged); err != nil {
-			return err
+	// Files are fetched at once: a batch drawn from the many parts of a dump would
+	// otherwise wait one round trip per file. The client's pool bounds the requests.
+	if len(byFile) == 1 {
+		for f, items := range byFile {
+			return r.fetchChecked(f, b.items, items)
 		}
 	}
+	errs := make([]error, 0, len(byFile))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for f, items := range byFile {
+		wg.Go(func() {
+			if err := r.fetchChecked(f, b.items, items); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return errs[0]
+	}
 	return nil
+}
+
+// fetchChecked fetches items of remote file f and, with CheckData, fetches once more
+// those whose bytes do not match their CRC-32 (deliver reports them if they still differ).
+func (r *Reader) fetchChecked(f *dataFile, all []batchItem, items []int) error {
+	if err := r.fetchItems(f, all, items); err != nil || !r.opts.CheckData {
+		return err
+	}
+	var damaged []int
+	for _, k := range items {
+		it := &all[k]
+		if it.file.checksum(it.local) != crc32.ChecksumIEEE(it.src) {
+			damaged = append(damaged, k)
+		}
+	}
+	return r.fetchItems(f, all, damaged)
 }
 
 // fetchItems reads the stored bytes of items (indices into all) of remote file f.

@@ -118,6 +118,34 @@ func TestRemoteReadsAreByteExact(t *testing.T) {
 	}
 }
 
+func TestRemoteDatasetOfManyFilesReadsThemTogether(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var names, urls []string
+	srv := newFileServer(t, dir)
+	for k := range 5 {
+		name := fmt.Sprintf("PART_%05d.ffr", k)
+		writeSamples(t, filepath.Join(dir, name), randomSamples(rng, 40, 300), WriterOptions{})
+		names, urls = append(names, filepath.Join(dir, name)), append(urls, srv.URL+"/"+name)
+	}
+	local := openReader(t, ReaderOptions{CheckData: true}, names...)
+	remote := openReader(t, ReaderOptions{CheckData: true}, urls...)
+	indices := rng.Perm(int(local.Len()))
+	batch := make([]uint64, len(indices))
+	for i, v := range indices {
+		batch[i] = uint64(v)
+	}
+	got, err := readSamples(remote, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := readSamples(local, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSamples(t, got, want)
+}
+
 func TestRemoteDamagedBodyIsRetriedOnceThenReported(t *testing.T) {
 	dir := t.TempDir()
 	samples := [][]byte{bytes.Repeat([]byte("a"), 100), bytes.Repeat([]byte("b"), 100)}

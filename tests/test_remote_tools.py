@@ -57,7 +57,7 @@ def test_cli_reads_urls(bucket, golden, s3_endpoint, monkeypatch):
     assert "PART_00002.ffr" in info
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
 def test_dataloader_workers_read_from_s3(bucket, tmp_path, method):
     pytest.importorskip("torch")
     from torch_scripts.common import PickleDataset, epoch_batches, write_samples
