@@ -19,6 +19,7 @@ import ffrecord
 from conftest import REPO
 from ffrecord import FileReader, FileWriter
 from ffrecord.errors import CorruptFileError
+from ffrecord.utils import dump
 
 sys.path.insert(0, str(REPO))
 
@@ -86,6 +87,20 @@ def test_multipart_upload_of_a_large_file(bucket):
         got = r.read([16, 0, 8])
         assert [g.tobytes() for g in got] == [big[16], big[0], big[8]]
     assert client.list_multipart_uploads(Bucket=name).get("Uploads", []) == []
+
+
+def test_file_urls_and_unwritable_urls(tmp_path):
+    url = (tmp_path / "a b.ffr").as_uri()
+    with FileWriter(url, 1) as w:
+        w.write_one(b"local")
+    assert (tmp_path / "a b.ffr").is_file()
+    with FileReader(url) as r:
+        assert r.read_one(0).tobytes() == b"local"
+    dump([b"x", b"y"], (tmp_path / "parts").as_uri(), nfiles=2)
+    assert FileReader(tmp_path / "parts").n == 2
+    for bad in ("https://host/a.ffr", "s3://bucket/prefix/"):
+        with pytest.raises(ValueError):
+            FileWriter(bad, 1)
 
 
 def test_missing_objects_and_bad_options(bucket):

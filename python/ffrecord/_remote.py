@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+import urllib.parse
 from typing import Any
 
 from . import _lib
@@ -34,6 +35,27 @@ def is_url(path: Any) -> bool:
     if isinstance(path, bytes):
         path = os.fsdecode(path)
     return isinstance(path, str) and path[:8].lower().startswith(_SCHEMES)
+
+
+def local_path(path: Any) -> Any:
+    """The local path of a ``file://`` URL; any other path unchanged.
+
+    >>> local_path("file:///data/a%20b.ffr"), local_path("data/a.ffr")
+    ('/data/a b.ffr', 'data/a.ffr')
+    """
+    text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else path
+    if not (isinstance(text, str) and text[:7].lower() == "file://"):
+        return path
+    parsed = urllib.parse.urlparse(text)
+    if parsed.netloc not in ("", "localhost"):
+        raise ValueError(f"{text}: a file URL must name a local path, not host {parsed.netloc!r}")
+    return urllib.parse.unquote(parsed.path)
+
+
+def check_writable(url: str) -> None:
+    """``ValueError`` unless ``url`` is a place objects can be written (``s3://``)."""
+    if not url[:5].lower() == "s3://":
+        raise ValueError(f"{url}: only s3:// URLs can be written (HTTP is read only)")
 
 
 def encode_options(options: dict[str, Any] | None) -> bytes:
@@ -87,7 +109,8 @@ class Staging:
     """
 
     def __init__(self, url: str) -> None:
-        name = url.rstrip("/").rsplit("/", 1)[-1] or "upload.ffr"
+        check_writable(url)
+        name = url.rstrip("/").rsplit("/", 1)[-1]
         self.dir = tempfile.mkdtemp(prefix="ffrecord-upload-")
         self.path = os.path.join(self.dir, name)
 
@@ -151,7 +174,7 @@ class RemotePath:
 
 def as_path(path: Any, storage_options: dict[str, Any] | None = None) -> Any:
     """``path`` as a ``pathlib.Path``, or a ``RemotePath`` when it is a URL."""
-    text = os.fsdecode(path)
+    text = os.fsdecode(local_path(path))
     if is_url(text):
         return RemotePath(text, storage_options)
     import pathlib

@@ -179,6 +179,7 @@ def _positive_int(text: str) -> int:
 def _ffr_files(path: str) -> List[str]:
     """The files a path stands for: itself, or a directory's (or an ``s3://`` prefix's)
     ``*.ffr`` sorted by name. URLs are reached with the ``AWS_*`` environment's settings."""
+    path = _remote.local_path(path)
     if _remote.is_url(path):
         from .reader import FileReader
 

@@ -88,6 +88,7 @@ def dump(
     """
     if not isinstance(nfiles, int) or nfiles < 1:
         raise ValueError(f"nfiles must be a positive integer, got {nfiles!r}")
+    fname = _remote.local_path(fname)
     if _remote.is_url(fname):
         _remote.encode_options(storage_options)  # bad options fail before any work
         staging = _remote.Staging(os.fsdecode(fname))

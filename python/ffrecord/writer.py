@@ -105,11 +105,13 @@ class FileWriter(ClosesOrAborts):
                 raise ValueError(f"n must be >= 0 and < 2**64-1, got {n}")
         if compression not in _lib.COMPRESSION:
             raise ValueError(f"compression must be None, 'lz4' or 'zstd', got {compression!r}")
-        self.fname = os.fsdecode(fname)
+        self.fname = os.fsdecode(_remote.local_path(fname))
         self.storage_options = storage_options
         _remote.encode_options(storage_options)  # a bad option fails before anything is written
         local = self.fname
         if _remote.is_url(self.fname):
+            if self.fname.endswith("/"):
+                raise ValueError(f"{self.fname}: a FileWriter writes one object: name its key")
             self._staging = _remote.Staging(self.fname)
             local = self._staging.path
         self.n = n
