@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-#define FFR_ABI_VERSION 3
+#define FFR_ABI_VERSION 2
 
 /* Status codes. The Python mapping is given for each; an FFR_E_IO or FFR_E_NOTFOUND whose
  * failure has an errno (ffr_oserror) becomes the OSError subclass Python gives that errno

@@ -39,7 +39,7 @@ UNKNOWN_COUNT = 2**64 - 1  # ffr_writer_create: count not known in advance
 
 # The #defines of capi/ffrecord.h other than statuses (those are in errors.py), under their
 # names without FFR_; tests/test_abi_contract.py checks them against the header.
-ABI_VERSION = 3
+ABI_VERSION = 2
 CHECK_DATA = 1
 DIRECT = 2
 COMPRESS_NONE = 0

@@ -20,7 +20,7 @@ import (
 const Version = "0.1.0"
 
 // ABIVersion mirrors FFR_ABI_VERSION in ffrecord.h.
-const ABIVersion int32 = 3
+const ABIVersion int32 = 2
 
 var (
 	readers = newTable[*core.Reader]("reader", 1)
