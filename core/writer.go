@@ -55,6 +55,7 @@ type Writer struct {
 	comp     *compressor
 	done     bool
 	err      error // a failed write: the file is lost, every later call reports it
+	closeErr error // the first Close's result, which later calls return again
 
 	writtenBack uint64 // file offset up to which writeback has been started
 }
@@ -288,29 +289,31 @@ func (w *Writer) Count() uint64 {
 
 // Close completes the file: header, fsync, rename over the final path, fsync of the
 // directory. With fewer samples than declared it fails with ErrInvalid and leaves
-// nothing at the path.
+// nothing at the path. As for Reader, a second Close does nothing: it returns the first
+// one's result (after Abort, nil), so a deferred Close after an explicit one is harmless.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.done {
-		return ErrClosed
+		return w.closeErr
 	}
-	if w.err != nil {
+	w.closeErr = w.complete()
+	if w.closeErr != nil {
 		w.discard()
+	}
+	w.done = true
+	return w.closeErr
+}
+
+func (w *Writer) complete() error {
+	if w.err != nil {
 		return w.err
 	}
 	if w.n != UnknownCount && w.count != w.n {
-		err := fmt.Errorf("%w: %s: the file was created for n=%d samples but %d were written",
+		return fmt.Errorf("%w: %s: the file was created for n=%d samples but %d were written",
 			ErrInvalid, w.path, w.n, w.count)
-		w.discard()
-		return err
 	}
-	if err := w.finish(); err != nil {
-		w.discard()
-		return err
-	}
-	w.done = true
-	return nil
+	return w.finish()
 }
 
 func (w *Writer) finish() error {

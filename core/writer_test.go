@@ -26,8 +26,8 @@ func TestWriterTooFewSamplesLeavesNothing(t *testing.T) {
 		t.Fatalf("Close: err = %v, want ErrInvalid naming n and the count", err)
 	}
 	onlyEntries(t, dir)
-	if err := w.Close(); !errors.Is(err, ErrClosed) {
-		t.Fatalf("second Close: err = %v", err)
+	if err2 := w.Close(); err2 != err {
+		t.Fatalf("second Close: err = %v, want the first Close's %v", err2, err)
 	}
 }
 
@@ -192,4 +192,30 @@ func TestWriteBatchRefusedWhole(t *testing.T) {
 	}
 	r := openReader(t, ReaderOptions{CheckData: true}, path)
 	assertSamples(t, readAll(t, r), [][]byte{[]byte("a"), []byte("bc"), []byte("d")})
+}
+
+func TestWriterSecondCloseRepeatsFirst(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(filepath.Join(dir, "twice.ffr"), 1, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteOne([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("second Close after success: %v, want nil", err)
+	}
+	if err := w.Abort(); err != nil {
+		t.Fatalf("Abort after Close: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "twice.ffr")); err != nil {
+		t.Fatalf("Abort after Close removed the file: %v", err)
+	}
+	if err := w.WriteOne([]byte("y")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after Close: %v, want ErrClosed", err)
+	}
 }
