@@ -19,7 +19,9 @@ import torch.utils.data
 
 from .collate import default_collate
 from ._state import decode_generator_state, dataset_fingerprint, encode_generator_state
-from .sampler import EpochBatchSampler, SkippingBatchSampler
+from .sampler import EpochBatchSampler, SkipableSampler, SkippingBatchSampler
+
+__all__ = ["DataLoader", "SkipableSampler"]
 
 STATE_FORMAT = "ffrecord.torch.DataLoader/1"
 
