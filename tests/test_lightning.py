@@ -25,8 +25,9 @@ STOP_AT = 11
 
 def train(data: Path, log: Path, *args: str) -> list[list[int]]:
     env = child_env() | {"PYTHONWARNINGS": "ignore"}
-    subprocess.run([sys.executable, str(EXAMPLE), str(data), "--log-batches", str(log), *args],
-                   check=True, capture_output=True, env=env, cwd=data.parent, timeout=240)
+    done = subprocess.run([sys.executable, str(EXAMPLE), str(data), "--log-batches", str(log), *args],
+                          capture_output=True, text=True, env=env, cwd=data.parent, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
