@@ -115,9 +115,9 @@ def _collect_readers(obj: Any, found: dict[int, FileReader], seen: set[int]) -> 
             return
     elif isinstance(obj, (ReaderRegistry, torch.utils.data.Dataset)) and id(obj) not in seen:
         seen.add(id(obj))
-        if isinstance(obj, Dataset) and "_reader_args" in vars(obj):
-            obj.reader  # a reader this class opens lazily (after a pickle): open it now
-        members = vars(obj).values()
+        if isinstance(obj, Dataset) and "_reader_args" in getattr(obj, "__dict__", {}):
+            _ = obj.reader  # a reader this class opens lazily (after a pickle): open it now
+        members = list(getattr(obj, "__dict__", {}).values())
     else:
         return
     for member in members:
