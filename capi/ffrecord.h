@@ -187,6 +187,15 @@ int32_t ffr_reader_read_batch(int64_t handle, const uint64_t *indices, uint64_t 
  * FFR_E_INDEX when i >= nfiles. */
 int32_t ffr_reader_file_info(int64_t handle, uint64_t i, uint64_t *info, uint64_t ninfo);
 
+/* Copies the per-sample tables of file i as stored (the reference's get_offsets and
+ * get_checksums): offsets[k] is where stored sample k begins and offsets[stored] is the file
+ * size, so sample k spans offsets[k] to offsets[k+1]; checksums[k] is its stored CRC-32.
+ * "stored" is FFR_INFO_STORED of ffr_reader_file_info (a compressed file's extension record
+ * included). n is the capacity: offsets holds n+1 entries, checksums n; FFR_E_SHORTBUF
+ * when n < stored (entries beyond stored are left alone). FFR_E_INDEX when i >= nfiles. */
+int32_t ffr_reader_file_header(int64_t handle, uint64_t i, uint64_t *offsets,
+                               uint32_t *checksums, uint64_t n);
+
 /* Reads n byte ranges of samples into dst, back to back in the order given: triples[3k],
  * triples[3k+1], triples[3k+2] are the sample index, the offset of the first byte and the
  * length of range k, in the bytes ffr_reader_read_batch returns for that sample. Only the

@@ -122,6 +122,11 @@ func ffr_reader_file_info(handle C.int64_t, i C.uint64_t, info *C.uint64_t, ninf
 	return C.int32_t(abi.ReaderFileInfo(int64(handle), uint64(i), unsafe.Pointer(info), uint64(ninfo)))
 }
 
+//export ffr_reader_file_header
+func ffr_reader_file_header(handle C.int64_t, i C.uint64_t, offsets *C.uint64_t, checksums *C.uint32_t, n C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderFileHeader(int64(handle), uint64(i), unsafe.Pointer(offsets), unsafe.Pointer(checksums), uint64(n)))
+}
+
 //export ffr_reader_read_ranges
 func ffr_reader_read_ranges(handle C.int64_t, triples *C.ffr_cu64, n C.uint64_t, dst unsafe.Pointer, dstLen C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderReadRanges(int64(handle), unsafe.Pointer(triples), uint64(n), dst, uint64(dstLen)))

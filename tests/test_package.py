@@ -48,8 +48,8 @@ def test_the_library_ships_inside_the_package() -> None:
 def test_docstring_examples_run() -> None:
     import doctest
 
-    from ffrecord import _indices, _paths, errors, reader, writer
+    from ffrecord import _indices, _paths, errors, fileio, reader, writer
 
-    for module in (ffrecord, _lib, _indices, _paths, errors, reader, writer):
+    for module in (ffrecord, _lib, _indices, _paths, errors, fileio, reader, writer):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0, module.__name__

@@ -333,6 +333,40 @@ class FileReader:
                              f"{self.n} samples")
         return start, start + count
 
+    def get_offsets(self, file_index: int) -> np.ndarray:
+        """Where each stored sample of file ``file_index`` begins, then the file size (int64,
+        one more entry than the file stores samples), as the reference's ``get_offsets``.
+
+        The file's own table, read from its header: a compressed file shows its stored
+        (compressed) samples and its extension record.
+
+        >>> r.get_offsets(0)[:3]                        # doctest: +SKIP
+        array([312, 340, 371])
+        """
+        return self._file_header(file_index)[0]
+
+    def get_checksums(self, file_index: int) -> np.ndarray:
+        """The stored CRC-32 of each sample of file ``file_index`` (uint32), as the reference's
+        ``get_checksums``; one per entry of ``get_offsets`` but the last."""
+        return self._file_header(file_index)[1]
+
+    def _file_header(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        k = self._file_index(k)
+        stored = self.file_info(k).stored_samples
+        offsets = np.empty(stored + 1, np.uint64)
+        checksums = np.empty(stored, np.uint32)
+        dll, handle = self._live()
+        _lib.check(dll.ffr_reader_file_header(handle, k, offsets.ctypes.data, checksums.ctypes.data,
+                                              stored))
+        return offsets.view(np.int64), checksums
+
+    def _file_index(self, k: int) -> int:
+        k = operator.index(k)
+        k = k + len(self.fnames) if k < 0 else k
+        if not 0 <= k < len(self.fnames):
+            raise IndexError(f"file {k} out of range for {len(self.fnames)} files")
+        return k
+
     def file_info(self, k: int = 0) -> FileInfo:
         """How file ``k`` of the dataset is stored (sample counts, sizes, compression and
         what its metadata checksum says). The first call for a file checks its metadata.
@@ -340,10 +374,7 @@ class FileReader:
         >>> r.file_info().metadata                      # doctest: +SKIP
         'intact'
         """
-        k = operator.index(k)
-        k = k + len(self.fnames) if k < 0 else k
-        if not 0 <= k < len(self.fnames):
-            raise IndexError(f"file {k} out of range for {len(self.fnames)} files")
+        k = self._file_index(k)
         fields = np.zeros(_lib.INFO_FIELDS, np.uint64)
         dll, handle = self._live()
         _lib.check(dll.ffr_reader_file_info(handle, k, fields.ctypes.data, len(fields)))

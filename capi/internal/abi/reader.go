@@ -3,6 +3,7 @@ package abi
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"unsafe"
 
@@ -295,5 +296,34 @@ func ReaderFileInfo(handle int64, i uint64, info unsafe.Pointer, ninfo uint64) (
 		InfoMetadata:    uint64(fi.Metadata),
 	}
 	copy(dst, fields[:])
+	return StatusOK
+}
+
+// ReaderFileHeader implements ffr_reader_file_header: the stored tables of file i, for a
+// capacity of n samples (offsets holds n+1 entries, checksums n).
+func ReaderFileHeader(handle int64, i uint64, offsets, checksums unsafe.Pointer, n uint64) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_file_header"
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	if n == math.MaxUint64 {
+		return failf(StatusInvalid, fmt.Sprintf("%s: capacity %d is larger than any buffer", fn, n))
+	}
+	offs, err := cArray[uint64](fn, "offsets", offsets, n+1)
+	if err != nil {
+		return fail(err)
+	}
+	sums, err := cArray[uint32](fn, "checksums", checksums, n)
+	if err != nil {
+		return fail(err)
+	}
+	if i >= uint64(len(r.Files())) {
+		return failf(StatusIndex, fmt.Sprintf("%s: file %d out of range [0, %d)", fn, i, len(r.Files())))
+	}
+	if err := r.FileHeader(int(i), offs, sums); err != nil {
+		return fail(fmt.Errorf("%s: %w", fn, err))
+	}
 	return StatusOK
 }

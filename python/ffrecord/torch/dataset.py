@@ -75,7 +75,56 @@ def fetch_batch(dataset: Any, indices: list[int]) -> list:
     return [dataset[i] for i in indices]
 
 
-class Dataset(torch.utils.data.Dataset):
+class ReaderRegistry:
+    """Finds every ``FileReader`` an object holds: ``ffreaders()``, as in the reference.
+
+    Readers are found in the object's attributes, in attributes that are themselves
+    registries or torch datasets (walked in turn), and in lists, tuples and dicts of those;
+    each reader once. Attributes behave as plain attributes: nothing is registered when set.
+
+    >>> import os, tempfile
+    >>> from ffrecord import FileWriter
+    >>> path = os.path.join(tempfile.mkdtemp(), "r.ffr")
+    >>> with FileWriter(path, 1) as w:
+    ...     w.write_one(b"x")
+    >>> class Pair(ReaderRegistry):
+    ...     def __init__(self):
+    ...         self.images = FileReader(path)
+    ...         self.parts = [FileReader(path)]
+    >>> [r.n for r in Pair().ffreaders()]
+    [1, 1]
+    """
+
+    def ffreaders(self) -> list[FileReader]:
+        """Every ``FileReader`` held by this object and the objects it holds."""
+        found: dict[int, FileReader] = {}
+        _collect_readers(self, found, set())
+        return list(found.values())
+
+
+_PLAIN = (int, float, str, bytes, np.generic)
+
+
+def _collect_readers(obj: Any, found: dict[int, FileReader], seen: set[int]) -> None:
+    if isinstance(obj, FileReader):
+        found.setdefault(id(obj), obj)
+        return
+    if isinstance(obj, (list, tuple, dict)):
+        members: Sequence[Any] = list(obj.values()) if isinstance(obj, dict) else obj
+        if members and isinstance(members[0], _PLAIN):  # indices, names: not walked one by one
+            return
+    elif isinstance(obj, (ReaderRegistry, torch.utils.data.Dataset)) and id(obj) not in seen:
+        seen.add(id(obj))
+        if isinstance(obj, Dataset) and "_reader_args" in getattr(obj, "__dict__", {}):
+            _ = obj.reader  # a reader this class opens lazily (after a pickle): open it now
+        members = list(getattr(obj, "__dict__", {}).values())
+    else:
+        return
+    for member in members:
+        _collect_readers(member, found, seen)
+
+
+class Dataset(torch.utils.data.Dataset, ReaderRegistry):
     """An ffrecord dataset: ``dataset[indices]`` reads the batch in one call, then ``process``-es it.
 
     ``fnames`` is what ``ffrecord.FileReader`` takes: a file, a list of files, or a directory
@@ -202,13 +251,21 @@ class ConcatDataset(Dataset):
     (5, ['e', 'a', 'c', 'b'], 'e')
     """
 
+    @staticmethod
+    def cumsum(sequence: Iterable[Any]) -> list[int]:
+        """The running total of the members' lengths, as ``cumulative_sizes`` holds it.
+
+        >>> ConcatDataset.cumsum([[1, 2], [3], [4, 5, 6]])
+        [2, 3, 6]
+        """
+        return np.cumsum([len(d) for d in sequence], dtype=np.int64).tolist()
+
     def __init__(self, datasets: Iterable[Any]) -> None:
         self.datasets = list(datasets)
         if not self.datasets:
             raise ValueError("ConcatDataset needs at least one dataset")
-        ends = np.cumsum([len(d) for d in self.datasets], dtype=np.int64)
-        self.cumulative_sizes = ends.tolist()
-        self._ends = ends
+        self.cumulative_sizes = self.cumsum(self.datasets)
+        ends = self._ends = np.array(self.cumulative_sizes, dtype=np.int64)
         self._starts = ends - [len(d) for d in self.datasets]
 
     def __len__(self) -> int:

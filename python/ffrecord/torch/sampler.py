@@ -193,3 +193,32 @@ class SkippingBatchSampler(_PlannedSampler):
 
     def __iter__(self) -> Iterator[Any]:
         yield from itertools.islice(self.inner, self.start, None)
+
+
+class SkipableSampler(Sampler):
+    """The reference's skipping wrapper: yields ``sampler``'s batches from batch ``step`` on.
+
+    Kept for scripts that use it directly; ``DataLoader.set_step`` does not walk past the
+    skipped batches as this does. ``len()`` is the number of batches left, as in the
+    reference.
+
+    >>> s = SkipableSampler([[0, 1], [2, 3], [4]])
+    >>> s.set_step(1); list(s), len(s)
+    ([[2, 3], [4]], 2)
+    """
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler = sampler
+        self.step = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        yield from itertools.islice(self.sampler, self.step, None)
+
+    def __len__(self) -> int:
+        return len(self.sampler) - self.step
+
+    def set_step(self, step: int) -> None:
+        self.step = step
+
+    def __repr__(self) -> str:
+        return f"SkipableSampler({self.sampler!r}, step={self.step})"
