@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -101,17 +102,38 @@ def test_read_rows_are_bytes_and_numpy_batches(cluster, tmp_path: Path) -> None:
     assert list(batch["bytes"]) == [b"a", b"", b"ccc"]
 
 
+def test_blocks_of_a_range_keep_their_bytes_while_later_batches_are_read(tmp_path: Path) -> None:
+    """Each block holds its read buffer without a copy: reading the next batches must not
+    reuse it (the reader recycles only buffers nothing refers to)."""
+    from ffrecord import ray as ffr_ray
+
+    path = tmp_path / "many.ffr"
+    with ffrecord.FileWriter(path, 1000) as writer:
+        writer.write_many([payload(i) for i in range(1000)])
+    # An average sample size of a tenth of a block: batches of 10 samples.
+    blocks = list(ffr_ray._read_bytes(str(path), 5, 995, ffr_ray._BLOCK_BYTES // 10, True))
+    assert len(blocks) == 99 and all(block.num_rows == 10 for block in blocks)
+    got = [value.as_py() for block in blocks for value in block.column("bytes")]
+    assert got == [payload(i) for i in range(5, 995)]
+
+
 def test_failed_task_commits_nothing_and_leaves_no_staging(cluster, tmp_path: Path) -> None:
-    def encode(value):  # fails in the second file of one write task, after others are staged
+    folder = str(tmp_path)
+
+    def encode(value):  # fails in the second file of a write task: its first one is staged
         if value == 130:
-            raise RuntimeError("disk on fire")
+            staged = [f"{stage}/{name}" for stage in os.listdir(folder)
+                      for name in sorted(os.listdir(os.path.join(folder, stage)))]
+            raise RuntimeError(f"disk on fire; staged: {staged}")
         return b"%d" % value
 
     path = tmp_path / "failed"
     ds = ray.data.range(200, override_num_blocks=4)
-    with pytest.raises(Exception, match="disk on fire"):
+    with pytest.raises(Exception, match="disk on fire") as failure:
         write_ffrecord(ds.map(lambda r: {"x": r["id"]}), path, samples_per_file=20,
                        spec={"x": "boom"}, encoders={"boom": encode})
+    staged = re.search(r"staged: (\[.*?\])", str(failure.value))[1]
+    assert re.search(r"\.ffrecord-staging-failed-\w+/\d+-0'", staged), staged
     assert os.listdir(tmp_path) == []
 
 
