@@ -110,8 +110,9 @@ class FFRecordDatasink(Datasink):
     def write(self, blocks: Iterable[Block], ctx: Any) -> list[tuple[int, int, int]]:
         """Writes this task's rows to files ``<task>-<k>`` in the staging directory; returns
         ``(task, k, rows)`` for each."""
-        # Blocks are held by reference (Arrow tables backed by the object store), so listing
-        # them first costs little and gives every file its exact count: no copy at close.
+        # The task's blocks (one bundle of about min_rows_per_write rows) are listed first:
+        # every file then gets its exact count, so FileWriter writes in place, with no
+        # staging copy at close.
         accessors = [BlockAccessor.for_block(block) for block in blocks]
         total = sum(acc.num_rows() for acc in accessors)
         rows = self._rows(accessors)
