@@ -53,3 +53,8 @@ def test_docstring_examples_run() -> None:
     for module in (ffrecord, _lib, _indices, _paths, errors, fileio, reader, writer):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0, module.__name__
+
+
+def test_import_does_not_import_ray() -> None:
+    out = run_python("import ffrecord, ffrecord.dataset, sys\nprint('ray' in sys.modules)")
+    assert out == "False"
