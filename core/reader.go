@@ -29,6 +29,7 @@ type Reader struct {
 	warnings []string
 
 	metadataChecks sync.Map // file index -> metadataResult, by metadataError
+	window         mappedWindow
 
 	mu     sync.RWMutex // held for reading by every call, for writing by Close
 	closed bool
@@ -52,6 +53,12 @@ func Open(paths []string, opts ReaderOptions) (*Reader, error) {
 		r.warnings = append(r.warnings, warnings...)
 		r.starts = append(r.starts, r.starts[len(r.starts)-1]+f.samples())
 	}
+	var data, header uint64
+	for _, f := range r.files {
+		data += f.size - f.header
+		header += f.header
+	}
+	r.window.streamData, r.window.boundHeaders = data > mappedBudget, header > mappedBudget
 	return r, nil
 }
 
