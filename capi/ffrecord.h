@@ -147,6 +147,22 @@ int32_t ffr_writer_abort(int64_t handle);
 int32_t ffr_reader_open(const char *const *paths, uint64_t npaths, uint32_t flags,
                         int64_t *handle);
 
+/* ffr_reader_open for a process handed the identities of files that another one verified
+ * (ffr_reader_verified there), such as a data loader worker: with FFR_CHECK_DATA, a file
+ * whose identity (device, inode, size, modification and change times) is still one of
+ * ids is not checked again; any change to a file gives it another identity, and the full
+ * check. ids holds nids words, 5 per identity (FFR_E_INVALID when nids is not a multiple
+ * of 5); it may be NULL when nids is 0. */
+int32_t ffr_reader_open_verified(const char *const *paths, uint64_t npaths, uint32_t flags,
+                                 const uint64_t *ids, uint64_t nids, int64_t *handle);
+
+/* The identities of the files whose metadata this reader checked at open, or was handed and
+ * found unchanged, 5 words each (device, inode, size, mtime and ctime in nanoseconds), into
+ * ids[0 .. nids); *needed receives the number of words. A file changed just before it was
+ * opened (within a tick of the file clock) is left out: a change right after could keep
+ * its times. Returns FFR_E_SHORTBUF when nids < *needed (ids may be NULL with nids 0). */
+int32_t ffr_reader_verified(int64_t handle, uint64_t *ids, uint64_t nids, uint64_t *needed);
+
 /* Total number of samples. */
 int32_t ffr_reader_len(int64_t handle, uint64_t *n);
 

@@ -82,6 +82,16 @@ func ffr_reader_open(paths *C.ffr_cpath, npaths C.uint64_t, flags C.uint32_t, ha
 	return C.int32_t(abi.ReaderOpen(unsafe.Pointer(paths), uint64(npaths), uint32(flags), unsafe.Pointer(handle)))
 }
 
+//export ffr_reader_open_verified
+func ffr_reader_open_verified(paths *C.ffr_cpath, npaths C.uint64_t, flags C.uint32_t, ids *C.ffr_cu64, nids C.uint64_t, handle *C.int64_t) C.int32_t {
+	return C.int32_t(abi.ReaderOpenVerified(unsafe.Pointer(paths), uint64(npaths), uint32(flags), unsafe.Pointer(ids), uint64(nids), unsafe.Pointer(handle)))
+}
+
+//export ffr_reader_verified
+func ffr_reader_verified(handle C.int64_t, ids *C.uint64_t, nids C.uint64_t, needed *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderVerified(int64(handle), unsafe.Pointer(ids), uint64(nids), unsafe.Pointer(needed)))
+}
+
 //export ffr_reader_len
 func ffr_reader_len(handle C.int64_t, n *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderLen(int64(handle), unsafe.Pointer(n)))

@@ -18,6 +18,10 @@ type ReaderOptions struct {
 	// Direct reads sample data with O_DIRECT, bypassing the page cache, through the batch
 	// engine.
 	Direct bool
+	// Verified are identities of files whose metadata another process checked (Reader.Verified
+	// there): with CheckData, a file whose identity at Open is one of them is not checked
+	// again; a file that changed in any way has another identity, and is.
+	Verified []FileIdentity
 }
 
 // Reader reads samples from one or more FFRecord files as one dataset. It is safe for
@@ -44,7 +48,7 @@ func Open(paths []string, opts ReaderOptions) (*Reader, error) {
 	}
 	r := &Reader{opts: opts, starts: make([]uint64, 1, len(names)+1)}
 	for _, name := range names {
-		f, warnings, err := openDataFile(name, opts.CheckData, opts.Direct)
+		f, warnings, err := openDataFile(name, opts)
 		if err != nil {
 			r.closeFiles()
 			return nil, err

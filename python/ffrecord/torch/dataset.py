@@ -42,7 +42,7 @@ import numpy as np
 import torch.utils.data
 
 from ffrecord import FileReader
-from ffrecord.reader import split_batch
+from ffrecord.reader import reopen, split_batch
 
 from . import collate
 
@@ -106,7 +106,8 @@ class Dataset(torch.utils.data.Dataset):
     def reader(self) -> FileReader:
         """The reader of this process: a copy of the dataset in another process opens its own."""
         if self._reader is None:
-            self._reader = FileReader(*self._reader_args)
+            fnames, check_data = self._reader_args
+            self._reader = reopen(fnames, check_data, getattr(self, "_reader_verified", ()))
         return self._reader
 
     @reader.setter
@@ -116,6 +117,9 @@ class Dataset(torch.utils.data.Dataset):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         if "_reader_args" in state:  # a reader this class opened: reopen it lazily, by path
+            reader = state["_reader"]
+            if isinstance(reader, FileReader):  # its checks need not be done again
+                state["_reader_verified"] = reader.verified_files
             state["_reader"] = None
         return state
 
