@@ -128,6 +128,13 @@ int32_t ffr_writer_write(int64_t handle, const void *data, uint64_t len);
 int32_t ffr_writer_write_batch(int64_t handle, const void *data, const uint64_t *sizes,
                                uint64_t n);
 
+/* ffr_writer_write_batch for n samples each in its own memory: sample k is the sizes[k]
+ * bytes at data[k] (which may be NULL when sizes[k] is 0). Large samples (64 KiB and more,
+ * uncompressed) are written to the file from where they are, several in one system call,
+ * with no copy; the call returns once they are in the page cache. */
+int32_t ffr_writer_write_vectors(int64_t handle, const void *const *data,
+                                 const uint64_t *sizes, uint64_t n);
+
 /* Number of samples written so far. */
 int32_t ffr_writer_count(int64_t handle, uint64_t *count);
 

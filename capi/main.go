@@ -16,6 +16,7 @@ typedef const char ffr_cchar;
 typedef const char *const ffr_cpath;
 typedef const void ffr_cvoid;
 typedef const uint64_t ffr_cu64;
+typedef const void *const ffr_cbuffer;
 */
 import "C"
 
@@ -60,6 +61,11 @@ func ffr_writer_write(handle C.int64_t, data *C.ffr_cvoid, size C.uint64_t) C.in
 //export ffr_writer_write_batch
 func ffr_writer_write_batch(handle C.int64_t, data *C.ffr_cvoid, sizes *C.ffr_cu64, n C.uint64_t) C.int32_t {
 	return C.int32_t(abi.WriterWriteBatch(int64(handle), unsafe.Pointer(data), unsafe.Pointer(sizes), uint64(n)))
+}
+
+//export ffr_writer_write_vectors
+func ffr_writer_write_vectors(handle C.int64_t, data *C.ffr_cbuffer, sizes *C.ffr_cu64, n C.uint64_t) C.int32_t {
+	return C.int32_t(abi.WriterWriteVectors(int64(handle), unsafe.Pointer(data), unsafe.Pointer(sizes), uint64(n)))
 }
 
 //export ffr_writer_count
