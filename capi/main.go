@@ -133,6 +133,11 @@ func ffr_reader_read_batch(handle C.int64_t, indices *C.ffr_cu64, n C.uint64_t, 
 	return C.int32_t(abi.ReaderReadBatch(int64(handle), unsafe.Pointer(indices), uint64(n), dst, uint64(dstLen), unsafe.Pointer(sizes)))
 }
 
+//export ffr_reader_prefetch
+func ffr_reader_prefetch(handle C.int64_t, indices *C.ffr_cu64, n C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderPrefetch(int64(handle), unsafe.Pointer(indices), uint64(n)))
+}
+
 //export ffr_reader_file_info
 func ffr_reader_file_info(handle C.int64_t, i C.uint64_t, info *C.uint64_t, ninfo C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderFileInfo(int64(handle), uint64(i), unsafe.Pointer(info), uint64(ninfo)))

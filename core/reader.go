@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // ReaderOptions tune a Reader.
@@ -34,6 +35,7 @@ type Reader struct {
 
 	metadataChecks sync.Map // file index -> metadataResult, by metadataError
 	window         mappedWindow
+	prefetching    atomic.Int32 // Prefetch goroutines running
 
 	mu     sync.RWMutex // held for reading by every call, for writing by Close
 	closed bool

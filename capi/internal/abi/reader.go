@@ -254,6 +254,25 @@ func batchArgs(fn string, handle int64, indices unsafe.Pointer, n uint64, sizes 
 	return r, idx, out, nil
 }
 
+// ReaderPrefetch implements ffr_reader_prefetch.
+func ReaderPrefetch(handle int64, indices unsafe.Pointer, n uint64) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_prefetch"
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	idx, err := cArray[uint64](fn, "indices", indices, n)
+	if err != nil {
+		return fail(err)
+	}
+	// The core keeps no reference to the caller's array past the call.
+	if err := r.Prefetch(idx); err != nil {
+		return fail(err)
+	}
+	return StatusOK
+}
+
 // ReaderVerify implements ffr_reader_verify: one page of the core's Verify, which stops at
 // the first bad sample the caller's arrays have no room for.
 func ReaderVerify(handle int64, start, count uint64, bad, reasons unsafe.Pointer, capacity uint64,

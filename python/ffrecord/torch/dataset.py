@@ -134,6 +134,9 @@ class Dataset(torch.utils.data.Dataset):
         reader = self.reader
         if not isinstance(reader, FileReader):  # a reader of the user's own: read() is its API
             return self.process(indices, reader.read(indices))
+        ahead = getattr(indices, "ahead", None)  # a later batch, named by the loader's sampler
+        if ahead:
+            reader.prefetch(ahead)
         buffer, offsets = collate.read_batch(reader, indices)
         return self.process_batch(indices, buffer, offsets)
 

@@ -33,6 +33,21 @@ def _identity(positions: np.ndarray) -> np.ndarray:
     return positions
 
 
+class Batch(list):
+    """A batch of indices that also names the batch its reader will be asked for later
+    (``ahead``), so that a dataset can prefetch it: ``EpochBatchSampler`` yields these when
+    its ``lookahead`` is set.
+
+    >>> b = Batch([4, 2], ahead=[7, 1])
+    >>> b == [4, 2], b.ahead
+    (True, [7, 1])
+    """
+
+    def __init__(self, indices: list[int], ahead: list[int] | None = None) -> None:
+        super().__init__(indices)
+        self.ahead = ahead
+
+
 class _PlannedSampler(Sampler):
     """What both samplers share: the (epoch, start batch) that the next iteration produces."""
 
@@ -108,6 +123,9 @@ class EpochBatchSampler(_PlannedSampler):
         self.rank = rank
         self.world_size = world_size
         self.unbatched = unbatched
+        # Batches yielded carry the indices of the batch this many places later (Batch.ahead),
+        # for the reader to prefetch; 0 yields plain lists. The DataLoader sets it.
+        self.lookahead = 0
         per_rank = n // world_size if drop_last else math.ceil(n / world_size)
         self.samples_per_rank = per_rank
         self._num_batches = per_rank // batch_size if drop_last else math.ceil(per_rank / batch_size)
@@ -142,7 +160,12 @@ class EpochBatchSampler(_PlannedSampler):
                 if len(batch) < size:  # torch's BatchSampler meets the end while filling it
                     self._finish_generator_epoch()
                     finished = True
-                yield batch[0] if self.unbatched else batch
+                if self.unbatched:
+                    yield batch[0]
+                elif self.lookahead:
+                    yield Batch(batch, self._batch(order, first + offset // size + self.lookahead))
+                else:
+                    yield batch
         if not finished:  # else it meets the end at the request after the last batch
             self._finish_generator_epoch()
 
@@ -160,6 +183,13 @@ class EpochBatchSampler(_PlannedSampler):
         # (which matters when the training loop draws from the same generator).
         if self.uses_generator:
             torch.randperm(self.n, generator=self.generator)
+
+    def _batch(self, order: Order, b: int) -> list[int] | None:
+        """The indices of batch ``b`` of the epoch, None past the last batch."""
+        if b >= self._num_batches:
+            return None
+        size = self.batch_size
+        return self._indices(order, b * size, min((b + 1) * size, self.samples_per_rank)).tolist()
 
     def _indices(self, order: Order, first: int, last: int) -> np.ndarray:
         """Sample indices of this rank's samples ``first`` to ``last - 1`` of the epoch."""
