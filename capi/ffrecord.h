@@ -205,10 +205,12 @@ int32_t ffr_reader_read_batch(int64_t handle, const uint64_t *indices, uint64_t 
 
 /* Starts bringing samples indices[0..n) into the page cache and returns without waiting
  * for them (a hint for a later ffr_reader_read_batch of them, such as a loader worker's next
- * batch). Fails only with FFR_E_INDEX for an index out of range or on a closed handle;
- * does nothing for a reader opened with FFR_DIRECT, or while several earlier prefetches of
- * the reader still run. Closing the reader waits for running prefetches. */
-int32_t ffr_reader_prefetch(int64_t handle, const uint64_t *indices, uint64_t n);
+ * batch); *queued receives the number of reads queued. Fails only with FFR_E_INDEX for an
+ * index out of range or on a closed handle; queues nothing (0) for a reader opened with
+ * FFR_DIRECT, for samples that a few probes find cached already, or while several earlier
+ * prefetches of the reader still run. Closing the reader waits for running prefetches. */
+int32_t ffr_reader_prefetch(int64_t handle, const uint64_t *indices, uint64_t n,
+                            uint64_t *queued);
 
 /* Describes file i of the reader (after directory expansion): fills
  * info[0 .. min(ninfo, FFR_INFO_FIELDS)), indexed by FFR_INFO_*. Entries beyond the fields

@@ -134,8 +134,8 @@ func ffr_reader_read_batch(handle C.int64_t, indices *C.ffr_cu64, n C.uint64_t, 
 }
 
 //export ffr_reader_prefetch
-func ffr_reader_prefetch(handle C.int64_t, indices *C.ffr_cu64, n C.uint64_t) C.int32_t {
-	return C.int32_t(abi.ReaderPrefetch(int64(handle), unsafe.Pointer(indices), uint64(n)))
+func ffr_reader_prefetch(handle C.int64_t, indices *C.ffr_cu64, n C.uint64_t, queued *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderPrefetch(int64(handle), unsafe.Pointer(indices), uint64(n), unsafe.Pointer(queued)))
 }
 
 //export ffr_reader_file_info

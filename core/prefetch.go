@@ -17,11 +17,14 @@ const maxPrefetching = 4
 // merged), all at once, so the disk sees them with as much depth as it takes.
 //
 // Prefetch is a hint: it reports only indices out of range and a closed reader; it does
-// nothing for a reader in Direct mode (its reads bypass the page cache) or while
-// maxPrefetching earlier prefetches of the reader still run. Close waits for the running ones.
-func (r *Reader) Prefetch(indices []uint64) error {
+// nothing for a reader in Direct mode (its reads bypass the page cache), for samples that
+// a few probes find cached already, or while maxPrefetching earlier prefetches of the
+// reader still run. Close waits for the running ones.
+//
+// It returns how many reads it queued: 0 when it did nothing.
+func (r *Reader) Prefetch(indices []uint64) (int, error) {
 	if err := r.acquire(); err != nil {
-		return err
+		return 0, err
 	}
 	spans := make([]prefetchSpan, 0, len(indices))
 	var cur *batchItem
@@ -37,19 +40,19 @@ func (r *Reader) Prefetch(indices []uint64) error {
 				return err
 			}
 			if it.end > it.off {
-				spans = append(spans, prefetchSpan{fd: it.file.fd, off: it.off, end: it.end})
+				spans = append(spans, prefetchSpan{file: it.file, off: it.off, end: it.end})
 			}
 		}
 		return nil
 	})
-	if err != nil || r.opts.Direct || len(spans) == 0 {
+	if err != nil || r.opts.Direct || len(spans) == 0 || cachedSpans(spans) {
 		r.mu.RUnlock()
-		return err
+		return 0, err
 	}
 	if r.prefetching.Add(1) > maxPrefetching {
 		r.prefetching.Add(-1)
 		r.mu.RUnlock()
-		return nil
+		return 0, nil
 	}
 	// The read lock passes to the goroutine: Close waits for it.
 	go func() {
@@ -57,27 +60,41 @@ func (r *Reader) Prefetch(indices []uint64) error {
 		defer r.prefetching.Add(-1)
 		readahead(spans)
 	}()
-	return nil
+	return len(spans), nil
 }
 
-// prefetchSpan is stored bytes [off, end) of the file open as fd.
+// prefetchSpan is stored bytes [off, end) of a file.
 type prefetchSpan struct {
-	fd       int
+	file     *dataFile
 	off, end uint64
+}
+
+// cachedSpans guesses from a few of the spans whether they are all in the page cache
+// already, as a warm dataset's are: asking the kernel for them again would only cost a
+// system call each.
+func cachedSpans(spans []prefetchSpan) bool {
+	probes := min(probeCount, len(spans))
+	for p := range probes {
+		s := &spans[p*len(spans)/probes]
+		if !pageResident(s.file.data, s.off) {
+			return false
+		}
+	}
+	return true
 }
 
 // readahead asks the kernel to read the spans into the page cache, in file order with
 // adjacent or overlapping spans merged; POSIX_FADV_WILLNEED queues the reads and returns.
 func readahead(spans []prefetchSpan) {
 	sort.Slice(spans, func(a, b int) bool {
-		if spans[a].fd != spans[b].fd {
-			return spans[a].fd < spans[b].fd
+		if spans[a].file != spans[b].file {
+			return spans[a].file.fd < spans[b].file.fd
 		}
 		return spans[a].off < spans[b].off
 	})
 	run := spans[0]
 	for _, s := range spans[1:] {
-		if s.fd == run.fd && s.off <= run.end {
+		if s.file == run.file && s.off <= run.end {
 			run.end = max(run.end, s.end)
 			continue
 		}
@@ -88,5 +105,5 @@ func readahead(spans []prefetchSpan) {
 }
 
 func adviseWillNeed(s prefetchSpan) {
-	_ = unix.Fadvise(s.fd, int64(s.off), int64(s.end-s.off), unix.FADV_WILLNEED)
+	_ = unix.Fadvise(s.file.fd, int64(s.off), int64(s.end-s.off), unix.FADV_WILLNEED)
 }

@@ -69,8 +69,8 @@ func TestPrefetchBringsSamplesIntoThePageCache(t *testing.T) {
 	if len(wanted) < 3 {
 		t.Skipf("only %d samples could be evicted: cannot observe prefetching here", len(wanted))
 	}
-	if err := r.Prefetch(wanted); err != nil {
-		t.Fatal(err)
+	if queued, err := r.Prefetch(wanted); err != nil || queued != len(wanted) {
+		t.Fatalf("Prefetch queued %d of %d reads, err = %v", queued, len(wanted), err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -102,16 +102,16 @@ func TestPrefetchErrorsAndClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Prefetch([]uint64{0, 3}); !errors.Is(err, ErrIndex) {
+		if _, err := r.Prefetch([]uint64{0, 3}); !errors.Is(err, ErrIndex) {
 			t.Fatalf("direct=%v: index past the end: err = %v, want ErrIndex", direct, err)
 		}
 		for range 2 * maxPrefetching { // more than run at once: the rest are dropped
-			if err := r.Prefetch([]uint64{2, 1, 0, 2}); err != nil {
+			if _, err := r.Prefetch([]uint64{2, 1, 0, 2}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := r.Prefetch(nil); err != nil {
-			t.Fatal(err)
+		if queued, err := r.Prefetch(nil); err != nil || queued != 0 {
+			t.Fatalf("nothing to prefetch: queued %d, err = %v", queued, err)
 		}
 		if err := r.Close(); err != nil { // waits for the prefetches still running
 			t.Fatal(err)
@@ -119,7 +119,7 @@ func TestPrefetchErrorsAndClose(t *testing.T) {
 		if got := r.prefetching.Load(); got != 0 {
 			t.Fatalf("%d prefetches still running after Close", got)
 		}
-		if err := r.Prefetch([]uint64{0}); !errors.Is(err, ErrClosed) {
+		if _, err := r.Prefetch([]uint64{0}); !errors.Is(err, ErrClosed) {
 			t.Fatalf("after Close: err = %v, want ErrClosed", err)
 		}
 	}
@@ -153,13 +153,13 @@ func BenchmarkReadColdPrefetch(b *testing.B) {
 				evict(b, path)
 				b.StartTimer()
 				for k := 0; k < ahead && k < run; k++ {
-					if err := r.Prefetch(batches[k]); err != nil {
+					if _, err := r.Prefetch(batches[k]); err != nil {
 						b.Fatal(err)
 					}
 				}
 				for k, batch := range batches {
 					if ahead > 0 && k+ahead < run {
-						if err := r.Prefetch(batches[k+ahead]); err != nil {
+						if _, err := r.Prefetch(batches[k+ahead]); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -21,8 +21,8 @@ def path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("direct", [False, True])
 def test_prefetch_is_a_hint_that_checks_its_indices(path: Path, direct: bool) -> None:
     with FileReader(path, direct=direct) as r:
-        r.prefetch([5, 3, 5, -1])
-        r.prefetch([])
+        assert r.prefetch([5, 3, 5, -1]) == 0  # just written: cached already
+        assert r.prefetch([]) == 0
         assert [s.tobytes() for s in r.read([5, 3, 36])] == [payload(i, 100 + i) for i in (5, 3, 36)]
         with pytest.raises(IndexError):
             r.prefetch([0, N])
@@ -45,30 +45,38 @@ def test_sampler_batches_name_the_batch_lookahead_places_later() -> None:
 
 
 class SpyReader(FileReader):
-    """A FileReader that records what it is asked to prefetch."""
+    """A FileReader that records what it is asked to prefetch, and says it queued ``queued``
+    reads (the file is cached: the real answer would be 0)."""
 
     prefetched: list[list[int]]
+    queued: int
 
     def prefetch(self, indices):  # noqa: ANN001 - the FileReader signature
         self.prefetched.append(list(indices))
         super().prefetch(indices)
+        return self.queued
 
 
-def test_loader_prefetches_each_next_batch(path: Path) -> None:
+@pytest.mark.parametrize("queued", [1, 0])
+def test_loader_prefetches_each_next_batch(path: Path, queued: int) -> None:
     pytest.importorskip("torch")
     from ffrecord.torch import DataLoader, Dataset
 
     dataset = Dataset(str(path))
     spy = SpyReader(str(path))
-    spy.prefetched = []
+    spy.prefetched, spy.queued = [], queued
     dataset.reader = spy
-    loader = DataLoader(dataset, batch_size=5, shuffle=True, seed=1, collate_fn=list)
+    loader = DataLoader(dataset, batch_size=2, shuffle=True, seed=1, collate_fn=list)
     seen = []
     for batch in loader:
         seen.append([bytes(s) for s in batch])
     batches = _planned(loader, 0)  # the epoch's order again, as the sampler computes it
     assert seen == [[payload(i, 100 + i) for i in b] for b in batches]
-    assert spy.prefetched == batches[1:]  # one process: each batch prefetches the next
+    if queued:  # one process: each batch prefetches the next
+        assert spy.prefetched == batches[1:]
+    else:  # a prefetch that queued nothing pauses prefetching for a while
+        pause = Dataset._PREFETCH_PAUSE
+        assert spy.prefetched == batches[1::pause + 1]
 
 
 def _planned(loader, epoch: int) -> list[list[int]]:

@@ -129,19 +129,23 @@ class FileReader:
         idx = np.array([one_index(index, self.n)], np.uint64)
         return self._read(idx, None)[0]
 
-    def prefetch(self, indices: Any) -> None:
+    def prefetch(self, indices: Any) -> int:
         """Starts bringing the samples at ``indices`` into the page cache and returns at once,
         so that reading them later does not wait for the disk (a loader worker prefetches
-        its next batch while the current one is processed). A hint: it raises only for an
-        index out of range or a closed reader, and does nothing with ``direct=True``.
+        its next batch while the current one is processed). Returns the number of reads
+        queued: 0 when the samples seem cached already, with ``direct=True`` (which bypasses
+        the page cache) or while earlier prefetches still run. A hint: it raises only for
+        an index out of range or a closed reader.
 
         >>> r.prefetch([7, 3]); r.read([7, 3])            # doctest: +SKIP
         """
         idx = index_array(indices, self.n)
         if not len(idx):
-            return
+            return 0
         dll, handle = self._live()
-        _lib.check(dll.ffr_reader_prefetch(handle, idx.ctypes.data, len(idx)))
+        queued = ctypes.c_uint64()
+        _lib.check(dll.ffr_reader_prefetch(handle, idx.ctypes.data, len(idx), ctypes.byref(queued)))
+        return queued.value
 
     def read_batch(self, indices: Any, out: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Reads a batch back to back into one buffer, with no per-sample objects.

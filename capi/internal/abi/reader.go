@@ -255,11 +255,14 @@ func batchArgs(fn string, handle int64, indices unsafe.Pointer, n uint64, sizes 
 }
 
 // ReaderPrefetch implements ffr_reader_prefetch.
-func ReaderPrefetch(handle int64, indices unsafe.Pointer, n uint64) (status int32) {
+func ReaderPrefetch(handle int64, indices unsafe.Pointer, n uint64, queued unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
 	const fn = "ffr_reader_prefetch"
 	r, err := readers.get(fn, handle)
 	if err != nil {
+		return fail(err)
+	}
+	if err := outPointer(fn, "queued", queued); err != nil {
 		return fail(err)
 	}
 	idx, err := cArray[uint64](fn, "indices", indices, n)
@@ -267,9 +270,11 @@ func ReaderPrefetch(handle int64, indices unsafe.Pointer, n uint64) (status int3
 		return fail(err)
 	}
 	// The core keeps no reference to the caller's array past the call.
-	if err := r.Prefetch(idx); err != nil {
+	k, err := r.Prefetch(idx)
+	if err != nil {
 		return fail(err)
 	}
+	*(*uint64)(queued) = uint64(k)
 	return StatusOK
 }
 

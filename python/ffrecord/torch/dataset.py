@@ -134,11 +134,24 @@ class Dataset(torch.utils.data.Dataset):
         reader = self.reader
         if not isinstance(reader, FileReader):  # a reader of the user's own: read() is its API
             return self.process(indices, reader.read(indices))
-        ahead = getattr(indices, "ahead", None)  # a later batch, named by the loader's sampler
-        if ahead:
-            reader.prefetch(ahead)
+        self._prefetch(reader, getattr(indices, "ahead", None))
         buffer, offsets = collate.read_batch(reader, indices)
         return self.process_batch(indices, buffer, offsets)
+
+    # After a prefetch that found its batch cached (a warm dataset), this many batches go
+    # without: each would cost a call for nothing.
+    _PREFETCH_PAUSE = 16
+
+    def _prefetch(self, reader: FileReader, ahead: list[int] | None) -> None:
+        """Prefetches ``ahead``, a later batch named by the loader's sampler, unless recent
+        ones found their batches cached."""
+        if not ahead:
+            return
+        paused = self.__dict__.get("_prefetch_paused", 0)
+        if paused:
+            self._prefetch_paused = paused - 1
+        elif not reader.prefetch(ahead):
+            self._prefetch_paused = self._PREFETCH_PAUSE
 
     def __getitems__(self, indices: list[int]) -> list:
         """torch's batched-fetch protocol: the DataLoader hands over the whole batch at once."""
