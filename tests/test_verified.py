@@ -81,3 +81,17 @@ def test_changed_file_is_checked_in_full(settled: Path) -> None:
 def test_bad_identity_words_are_refused(settled: Path) -> None:
     with pytest.raises(ValueError, match="multiple of 5"):
         reopen(settled, True, (1, 2, 3))
+
+
+def test_torch_dataset_copies_vouch_for_what_its_reader_checked(settled: Path) -> None:
+    pytest.importorskip("torch")
+    from ffrecord.torch import Dataset
+
+    dataset = Dataset(str(settled))
+    vouched = dataset.reader.verified_files
+    assert vouched == identity(settled)
+    copy = pickle.loads(pickle.dumps(dataset))  # what a spawned loader worker receives
+    assert copy.reader.verified_files == vouched
+    damage_metadata_checksum(settled)
+    with pytest.raises(CorruptFileError, match="metadata"):
+        pickle.loads(pickle.dumps(dataset)).reader  # noqa: B018 - opening is the point
