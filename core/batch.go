@@ -125,7 +125,8 @@ func (r *Reader) ReadBatch(indices []uint64, dst []byte, sizes []uint64) error {
 // fetch brings the stored bytes [off, end) of every planned item into memory and sets its
 // src: in place in dst when inPlace, else wherever they can be read.
 func (r *Reader) fetch(b *batch, dst []byte) error {
-	if r.opts.Direct || !r.resident(b.items) {
+	r.noteLookups(len(b.items))
+	if r.opts.Direct || r.window.streamData || !r.resident(b.items) {
 		return r.readCold(b, dst, r.opts.Direct)
 	}
 	for k := range b.items {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // ReaderOptions tune a Reader.
@@ -18,6 +19,10 @@ type ReaderOptions struct {
 	// Direct reads sample data with O_DIRECT, bypassing the page cache, through the batch
 	// engine.
 	Direct bool
+	// Verified are identities of files whose metadata another process checked (Reader.Verified
+	// there): with CheckData, a file whose identity at Open is one of them is not checked
+	// again; a file that changed in any way has another identity, and is.
+	Verified []FileIdentity
 }
 
 // Reader reads samples from one or more FFRecord files as one dataset. It is safe for
@@ -29,6 +34,8 @@ type Reader struct {
 	warnings []string
 
 	metadataChecks sync.Map // file index -> metadataResult, by metadataError
+	window         mappedWindow
+	prefetching    atomic.Int32 // Prefetch goroutines running
 
 	mu     sync.RWMutex // held for reading by every call, for writing by Close
 	closed bool
@@ -43,7 +50,7 @@ func Open(paths []string, opts ReaderOptions) (*Reader, error) {
 	}
 	r := &Reader{opts: opts, starts: make([]uint64, 1, len(names)+1)}
 	for _, name := range names {
-		f, warnings, err := openDataFile(name, opts.CheckData, opts.Direct)
+		f, warnings, err := openDataFile(name, opts)
 		if err != nil {
 			r.closeFiles()
 			return nil, err
@@ -52,6 +59,12 @@ func Open(paths []string, opts ReaderOptions) (*Reader, error) {
 		r.warnings = append(r.warnings, warnings...)
 		r.starts = append(r.starts, r.starts[len(r.starts)-1]+f.samples())
 	}
+	var data, header uint64
+	for _, f := range r.files {
+		data += f.size - f.header
+		header += f.header
+	}
+	r.window.streamData, r.window.boundHeaders = data > mappedBudget, header > mappedBudget
 	return r, nil
 }
 

@@ -13,7 +13,60 @@ import (
 // ReaderOpen implements ffr_reader_open.
 func ReaderOpen(paths unsafe.Pointer, npaths uint64, flags uint32, handle unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
-	const fn = "ffr_reader_open"
+	return readerOpen("ffr_reader_open", paths, npaths, flags, nil, handle)
+}
+
+// identityWords is how many uint64 words one core.FileIdentity takes in the ABI.
+const identityWords = 5
+
+// ReaderOpenVerified implements ffr_reader_open_verified.
+func ReaderOpenVerified(paths unsafe.Pointer, npaths uint64, flags uint32, ids unsafe.Pointer, nids uint64, handle unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_open_verified"
+	words, err := cArray[uint64](fn, "ids", ids, nids)
+	if err != nil {
+		return fail(err)
+	}
+	if nids%identityWords != 0 {
+		return failf(StatusInvalid, fmt.Sprintf("%s: nids %d is not a multiple of %d", fn, nids, identityWords))
+	}
+	vouched := make([]core.FileIdentity, 0, nids/identityWords)
+	for w := words; len(w) > 0; w = w[identityWords:] {
+		vouched = append(vouched, core.FileIdentity{
+			Dev: w[0], Ino: w[1], Size: w[2], MtimeNs: int64(w[3]), CtimeNs: int64(w[4]),
+		})
+	}
+	return readerOpen(fn, paths, npaths, flags, vouched, handle)
+}
+
+// ReaderVerified implements ffr_reader_verified.
+func ReaderVerified(handle int64, ids unsafe.Pointer, nids uint64, needed unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_verified"
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	if err := outPointer(fn, "needed", needed); err != nil {
+		return fail(err)
+	}
+	dst, err := cArray[uint64](fn, "ids", ids, nids)
+	if err != nil {
+		return fail(err)
+	}
+	have := r.Verified()
+	*(*uint64)(needed) = uint64(len(have)) * identityWords
+	if len(dst) < len(have)*identityWords {
+		return failf(StatusShortBuf, fmt.Sprintf("%s: room for %d words, the identities take %d", fn, len(dst), len(have)*identityWords))
+	}
+	for k, id := range have {
+		copy(dst[k*identityWords:], []uint64{id.Dev, id.Ino, id.Size, uint64(id.MtimeNs), uint64(id.CtimeNs)})
+	}
+	return StatusOK
+}
+
+// readerOpen opens a reader for ffr_reader_open and ffr_reader_open_verified (called fn).
+func readerOpen(fn string, paths unsafe.Pointer, npaths uint64, flags uint32, vouched []core.FileIdentity, handle unsafe.Pointer) int32 {
 	ptrs, err := cArray[unsafe.Pointer](fn, "paths", paths, npaths)
 	if err != nil {
 		return fail(err)
@@ -34,6 +87,7 @@ func ReaderOpen(paths unsafe.Pointer, npaths uint64, flags uint32, handle unsafe
 	r, err := core.Open(names, core.ReaderOptions{
 		CheckData: flags&FlagCheckData != 0,
 		Direct:    flags&FlagDirect != 0,
+		Verified:  vouched,
 	})
 	if err != nil {
 		return fail(err)
@@ -199,6 +253,30 @@ func batchArgs(fn string, handle int64, indices unsafe.Pointer, n uint64, sizes 
 		return nil, nil, nil, err
 	}
 	return r, idx, out, nil
+}
+
+// ReaderPrefetch implements ffr_reader_prefetch.
+func ReaderPrefetch(handle int64, indices unsafe.Pointer, n uint64, queued unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_prefetch"
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	if err := outPointer(fn, "queued", queued); err != nil {
+		return fail(err)
+	}
+	idx, err := cArray[uint64](fn, "indices", indices, n)
+	if err != nil {
+		return fail(err)
+	}
+	// The core keeps no reference to the caller's array past the call.
+	k, err := r.Prefetch(idx)
+	if err != nil {
+		return fail(err)
+	}
+	*(*uint64)(queued) = uint64(k)
+	return StatusOK
 }
 
 // ReaderVerify implements ffr_reader_verify: one page of the core's Verify, which stops at

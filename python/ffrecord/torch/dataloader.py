@@ -18,6 +18,7 @@ import torch.distributed as dist
 import torch.utils.data
 
 from .collate import default_collate
+from .dataset import Dataset
 from ._state import decode_generator_state, dataset_fingerprint, encode_generator_state
 from .sampler import EpochBatchSampler, SkipableSampler, SkippingBatchSampler
 
@@ -250,6 +251,10 @@ class DataLoader(torch.utils.data.DataLoader):
                 self._pending_generator_state = None
             generator_state = self.generator.get_state()
         self._planner.plan(epoch, start)
+        if isinstance(self._planner, EpochBatchSampler) and isinstance(self.dataset, Dataset):
+            # A worker's batches come every num_workers batches and it holds prefetch_factor
+            # of them queued: the batch to prefetch is the one after those.
+            self._planner.lookahead = max(1, self.num_workers * (self.prefetch_factor or 1))
         self._run = _EpochRun(epoch, start, self._planner.num_batches, generator_state, resumed)
         return _TrackedIterator(super().__iter__(), self._run)
 

@@ -42,7 +42,7 @@ import numpy as np
 import torch.utils.data
 
 from ffrecord import FileReader
-from ffrecord.reader import split_batch
+from ffrecord.reader import reopen, split_batch
 
 from . import collate
 
@@ -155,7 +155,8 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
     def reader(self) -> FileReader:
         """The reader of this process: a copy of the dataset in another process opens its own."""
         if self._reader is None:
-            self._reader = FileReader(*self._reader_args)
+            fnames, check_data = self._reader_args
+            self._reader = reopen(fnames, check_data, getattr(self, "_reader_verified", ()))
         return self._reader
 
     @reader.setter
@@ -165,6 +166,9 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         if "_reader_args" in state:  # a reader this class opened: reopen it lazily, by path
+            reader = state["_reader"]
+            if isinstance(reader, FileReader):  # its checks need not be done again
+                state["_reader_verified"] = reader.verified_files
             state["_reader"] = None
         return state
 
@@ -179,8 +183,24 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
         reader = self.reader
         if not isinstance(reader, FileReader):  # a reader of the user's own: read() is its API
             return self.process(indices, reader.read(indices))
+        self._prefetch(reader, getattr(indices, "ahead", None))
         buffer, offsets = collate.read_batch(reader, indices)
         return self.process_batch(indices, buffer, offsets)
+
+    # After a prefetch that found its batch cached (a warm dataset), this many batches go
+    # without: each would cost a call for nothing.
+    _PREFETCH_PAUSE = 16
+
+    def _prefetch(self, reader: FileReader, ahead: list[int] | None) -> None:
+        """Prefetches ``ahead``, a later batch named by the loader's sampler, unless recent
+        ones found their batches cached."""
+        if not ahead:
+            return
+        paused = self.__dict__.get("_prefetch_paused", 0)
+        if paused:
+            self._prefetch_paused = paused - 1
+        elif not reader.prefetch(ahead):
+            self._prefetch_paused = self._PREFETCH_PAUSE
 
     def __getitems__(self, indices: list[int]) -> list:
         """torch's batched-fetch protocol: the DataLoader hands over the whole batch at once."""
