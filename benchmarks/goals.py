@@ -95,6 +95,12 @@ def _fresh_goals(results: Results) -> list[Goal]:
         goals.append(Goal(f"open a {cell.params['samples']:,}-sample file with check_data=True in "
                           f"{cell.params['workers']} loader workers >= 4x reference",
                           basis + " (time ratio)", cell.ratios().get("ffrecord/reference"), 4.0))
+        floor = cell.values.get("torch-workers-alone")
+        if floor and "reference" in cell.values:
+            # What 4x would need, against what torch's worker start-up alone takes.
+            goals.append(Goal("  the best ratio any reader could reach here: reference / torch's "
+                              "workers alone", basis + " (time ratio)",
+                              pair_ratio(cell.values["reference"], floor), 4.0))
     return goals
 
 

@@ -128,6 +128,13 @@ int32_t ffr_writer_write(int64_t handle, const void *data, uint64_t len);
 int32_t ffr_writer_write_batch(int64_t handle, const void *data, const uint64_t *sizes,
                                uint64_t n);
 
+/* ffr_writer_write_batch for n samples each in its own memory: sample k is the sizes[k]
+ * bytes at data[k] (which may be NULL when sizes[k] is 0). Large samples (64 KiB and more,
+ * uncompressed) are written to the file from where they are, several in one system call,
+ * with no copy; the call returns once they are in the page cache. */
+int32_t ffr_writer_write_vectors(int64_t handle, const void *const *data,
+                                 const uint64_t *sizes, uint64_t n);
+
 /* Number of samples written so far. */
 int32_t ffr_writer_count(int64_t handle, uint64_t *count);
 
@@ -146,6 +153,22 @@ int32_t ffr_writer_abort(int64_t handle);
  * directory stands for its *.ffr files sorted by name. flags: FFR_CHECK_DATA | FFR_DIRECT. */
 int32_t ffr_reader_open(const char *const *paths, uint64_t npaths, uint32_t flags,
                         int64_t *handle);
+
+/* ffr_reader_open for a process handed the identities of files that another one verified
+ * (ffr_reader_verified there), such as a data loader worker: with FFR_CHECK_DATA, a file
+ * whose identity (device, inode, size, modification and change times) is still one of
+ * ids is not checked again; any change to a file gives it another identity, and the full
+ * check. ids holds nids words, 5 per identity (FFR_E_INVALID when nids is not a multiple
+ * of 5); it may be NULL when nids is 0. */
+int32_t ffr_reader_open_verified(const char *const *paths, uint64_t npaths, uint32_t flags,
+                                 const uint64_t *ids, uint64_t nids, int64_t *handle);
+
+/* The identities of the files whose metadata this reader checked at open, or was handed and
+ * found unchanged, 5 words each (device, inode, size, mtime and ctime in nanoseconds), into
+ * ids[0 .. nids); *needed receives the number of words. A file changed just before it was
+ * opened (within a tick of the file clock) is left out: a change right after could keep
+ * its times. Returns FFR_E_SHORTBUF when nids < *needed (ids may be NULL with nids 0). */
+int32_t ffr_reader_verified(int64_t handle, uint64_t *ids, uint64_t nids, uint64_t *needed);
 
 /* ffr_reader_open with storage options: options is NULL (the defaults) or a JSON object
  * configuring access to paths that are URLs (s3://bucket/key, s3://bucket/prefix/,
@@ -192,12 +215,30 @@ int32_t ffr_reader_sizes(int64_t handle, const uint64_t *indices, uint64_t n, ui
 int32_t ffr_reader_read_batch(int64_t handle, const uint64_t *indices, uint64_t n, void *dst,
                               uint64_t dst_len, uint64_t *sizes);
 
+/* Starts bringing samples indices[0..n) into the page cache and returns without waiting
+ * for them (a hint for a later ffr_reader_read_batch of them, such as a loader worker's next
+ * batch); *queued receives the number of reads queued. Fails only with FFR_E_INDEX for an
+ * index out of range or on a closed handle; queues nothing (0) for a reader opened with
+ * FFR_DIRECT, for samples that a few probes find cached already, or while several earlier
+ * prefetches of the reader still run. Closing the reader waits for running prefetches. */
+int32_t ffr_reader_prefetch(int64_t handle, const uint64_t *indices, uint64_t n,
+                            uint64_t *queued);
+
 /* Describes file i of the reader (after directory expansion): fills
  * info[0 .. min(ninfo, FFR_INFO_FIELDS)), indexed by FFR_INFO_*. Entries beyond the fields
  * this version knows are left alone. The first question about a file (or verification of
  * it) checks its metadata, one pass over its header; later ones reuse the answer.
  * FFR_E_INDEX when i >= nfiles. */
 int32_t ffr_reader_file_info(int64_t handle, uint64_t i, uint64_t *info, uint64_t ninfo);
+
+/* Copies the per-sample tables of file i as stored (the reference's get_offsets and
+ * get_checksums): offsets[k] is where stored sample k begins and offsets[stored] is the file
+ * size, so sample k spans offsets[k] to offsets[k+1]; checksums[k] is its stored CRC-32.
+ * "stored" is FFR_INFO_STORED of ffr_reader_file_info (a compressed file's extension record
+ * included). n is the capacity: offsets holds n+1 entries, checksums n; FFR_E_SHORTBUF
+ * when n < stored (entries beyond stored are left alone). FFR_E_INDEX when i >= nfiles. */
+int32_t ffr_reader_file_header(int64_t handle, uint64_t i, uint64_t *offsets,
+                               uint32_t *checksums, uint64_t n);
 
 /* Reads n byte ranges of samples into dst, back to back in the order given: triples[3k],
  * triples[3k+1], triples[3k+2] are the sample index, the offset of the first byte and the

@@ -16,6 +16,7 @@ typedef const char ffr_cchar;
 typedef const char *const ffr_cpath;
 typedef const void ffr_cvoid;
 typedef const uint64_t ffr_cu64;
+typedef const void *const ffr_cbuffer;
 */
 import "C"
 
@@ -62,6 +63,11 @@ func ffr_writer_write_batch(handle C.int64_t, data *C.ffr_cvoid, sizes *C.ffr_cu
 	return C.int32_t(abi.WriterWriteBatch(int64(handle), unsafe.Pointer(data), unsafe.Pointer(sizes), uint64(n)))
 }
 
+//export ffr_writer_write_vectors
+func ffr_writer_write_vectors(handle C.int64_t, data *C.ffr_cbuffer, sizes *C.ffr_cu64, n C.uint64_t) C.int32_t {
+	return C.int32_t(abi.WriterWriteVectors(int64(handle), unsafe.Pointer(data), unsafe.Pointer(sizes), uint64(n)))
+}
+
 //export ffr_writer_count
 func ffr_writer_count(handle C.int64_t, count *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.WriterCount(int64(handle), unsafe.Pointer(count)))
@@ -80,6 +86,16 @@ func ffr_writer_abort(handle C.int64_t) C.int32_t {
 //export ffr_reader_open
 func ffr_reader_open(paths *C.ffr_cpath, npaths C.uint64_t, flags C.uint32_t, handle *C.int64_t) C.int32_t {
 	return C.int32_t(abi.ReaderOpen(unsafe.Pointer(paths), uint64(npaths), uint32(flags), unsafe.Pointer(handle)))
+}
+
+//export ffr_reader_open_verified
+func ffr_reader_open_verified(paths *C.ffr_cpath, npaths C.uint64_t, flags C.uint32_t, ids *C.ffr_cu64, nids C.uint64_t, handle *C.int64_t) C.int32_t {
+	return C.int32_t(abi.ReaderOpenVerified(unsafe.Pointer(paths), uint64(npaths), uint32(flags), unsafe.Pointer(ids), uint64(nids), unsafe.Pointer(handle)))
+}
+
+//export ffr_reader_verified
+func ffr_reader_verified(handle C.int64_t, ids *C.uint64_t, nids C.uint64_t, needed *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderVerified(int64(handle), unsafe.Pointer(ids), uint64(nids), unsafe.Pointer(needed)))
 }
 
 //export ffr_reader_open_options
@@ -137,9 +153,19 @@ func ffr_reader_read_batch(handle C.int64_t, indices *C.ffr_cu64, n C.uint64_t, 
 	return C.int32_t(abi.ReaderReadBatch(int64(handle), unsafe.Pointer(indices), uint64(n), dst, uint64(dstLen), unsafe.Pointer(sizes)))
 }
 
+//export ffr_reader_prefetch
+func ffr_reader_prefetch(handle C.int64_t, indices *C.ffr_cu64, n C.uint64_t, queued *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderPrefetch(int64(handle), unsafe.Pointer(indices), uint64(n), unsafe.Pointer(queued)))
+}
+
 //export ffr_reader_file_info
 func ffr_reader_file_info(handle C.int64_t, i C.uint64_t, info *C.uint64_t, ninfo C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderFileInfo(int64(handle), uint64(i), unsafe.Pointer(info), uint64(ninfo)))
+}
+
+//export ffr_reader_file_header
+func ffr_reader_file_header(handle C.int64_t, i C.uint64_t, offsets *C.uint64_t, checksums *C.uint32_t, n C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderFileHeader(int64(handle), uint64(i), unsafe.Pointer(offsets), unsafe.Pointer(checksums), uint64(n)))
 }
 
 //export ffr_reader_read_ranges

@@ -128,7 +128,8 @@ func (r *Reader) fetch(b *batch, dst []byte) error {
 	if r.remote {
 		return r.fetchRemote(b, dst)
 	}
-	if r.opts.Direct || !r.resident(b.items) {
+	r.noteLookups(len(b.items))
+	if r.opts.Direct || r.window.streamData || !r.resident(b.items) {
 		return r.readCold(b, dst, r.opts.Direct)
 	}
 	for k := range b.items {

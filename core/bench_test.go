@@ -77,17 +77,30 @@ type readCase struct {
 
 var readCases = []readCase{{1 << 10, 256, CompressNone}, {128 << 10, 64, CompressNone}, {1 << 10, 256, CompressLZ4}}
 
-// BenchmarkReadWarm reads random batches from a file in the page cache.
+// BenchmarkReadWarm reads random batches from a file in the page cache. data=mapped copies
+// them from the file's mapping, as for a dataset within mappedBudget; data=stream reads
+// them with system calls, as for a larger one.
 func BenchmarkReadWarm(b *testing.B) {
 	for _, c := range readCases {
 		path, n := benchFile(b, c.size, benchTotal(), c.comp)
 		for _, check := range []bool{true, false} {
-			b.Run(fmt.Sprintf("size=%d/batch=%d/%v/check=%v", c.size, c.batch, c.comp, check), func(b *testing.B) {
-				r := openReader(b, ReaderOptions{CheckData: check}, path)
-				readRandomBatches(b, r, n, c, nil)
-			})
+			for _, stream := range []bool{false, true} {
+				data := map[bool]string{false: "mapped", true: "stream"}[stream]
+				b.Run(fmt.Sprintf("size=%d/batch=%d/%v/check=%v/data=%s", c.size, c.batch, c.comp, check, data), func(b *testing.B) {
+					defer setMappedBudget(map[bool]uint64{false: 1 << 62, true: 0}[stream])()
+					r := openReader(b, ReaderOptions{CheckData: check}, path)
+					readRandomBatches(b, r, n, c, nil)
+				})
+			}
 		}
 	}
+}
+
+// setMappedBudget sets mappedBudget for the readers opened next and returns what restores it.
+func setMappedBudget(budget uint64) (restore func()) {
+	old := mappedBudget
+	mappedBudget = budget
+	return func() { mappedBudget = old }
 }
 
 // BenchmarkReadCold reads random batches of 4 KiB samples with the file evicted from the

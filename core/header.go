@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"time"
 
 	"github.com/klauspost/crc32"
 	"golang.org/x/sys/unix"
@@ -27,7 +28,8 @@ type dataFile struct {
 	stored   uint64 // N of the base format, an extension record included
 	header   uint64 // 12 + 12·stored: where sample data starts
 	ext      *extension
-	remote   *remoteFile // set when the file is read over the network (remote_source.go)
+	verified *FileIdentity // this version of the file passed the checks of CheckData
+	remote   *remoteFile   // set when the file is read over the network (remote_source.go)
 }
 
 // samples is the number of samples a user sees in this file.
@@ -38,14 +40,17 @@ func (f *dataFile) samples() uint64 {
 	return f.stored
 }
 
-// openDataFile opens, maps and checks one file. With check, the metadata checksum and the
-// ordering of every offset are validated now; without, only what is needed to find the
-// tables, and each offset is checked when it is used.
-func openDataFile(path string, check, direct bool) (_ *dataFile, warnings []string, err error) {
+// openDataFile opens, maps and checks one file. With opts.CheckData, the metadata checksum
+// and the ordering of every offset are validated now, unless this version of the file
+// already passed (opts.Verified, or an earlier Open in this process); without, only what
+// is needed to find the tables, and each offset is checked when it is used.
+func openDataFile(path string, opts ReaderOptions) (_ *dataFile, warnings []string, err error) {
+	start := time.Now()
 	fd, size, err := openRegular(path, 0)
 	if err != nil {
 		return nil, nil, err
 	}
+	check, direct := opts.CheckData, opts.Direct
 	f := &dataFile{path: path, fd: fd, directFd: -1, size: size}
 	defer func() {
 		if err != nil {
@@ -75,9 +80,20 @@ func openDataFile(path string, check, direct bool) (_ *dataFile, warnings []stri
 				"%s: O_DIRECT is not supported here; reading through the page cache", path))
 		}
 	}
+	var id FileIdentity
+	known := false
+	if check {
+		if id, err = identityOf(fd, path); err != nil {
+			return nil, nil, err
+		}
+		known = alreadyVerified(id, opts.Verified)
+	}
 	where := func() (string, int64) { return path, -1 }
-	if err := withFaultGuard(where, func() error { return f.parseHeader(check, &warnings) }); err != nil {
+	if err := withFaultGuard(where, func() error { return f.parseHeader(check && !known, &warnings) }); err != nil {
 		return nil, nil, err
+	}
+	if check && (known || noteVerified(id, start)) {
+		f.verified = &id
 	}
 	return f, warnings, nil
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"io"
 )
 
 // MetadataState is what a file's metadata checksum says.
@@ -50,4 +51,34 @@ func (r *Reader) FileInfo(k int) (FileInfo, error) {
 		info.Compression = f.ext.compression()
 	}
 	return info, nil
+}
+
+// FileHeader copies the per-sample tables of file k as stored, the way the reference's
+// get_offsets and get_checksums show them: offsets[i] is where stored sample i begins and
+// offsets[Stored] is the file size (so sample i spans offsets[i] to offsets[i+1]);
+// checksums[i] is its stored CRC-32. The tables hold every stored sample, a compressed
+// file's extension record included. offsets needs room for Stored+1 entries and checksums
+// for Stored; a smaller one is io.ErrShortBuffer.
+func (r *Reader) FileHeader(k int, offsets []uint64, checksums []uint32) error {
+	if err := r.acquire(); err != nil {
+		return err
+	}
+	defer r.mu.RUnlock()
+	if k < 0 || k >= len(r.files) {
+		return fmt.Errorf("%w: file %d of a dataset of %d files", ErrIndex, k, len(r.files))
+	}
+	f := r.files[k]
+	if uint64(len(offsets)) < f.stored+1 || uint64(len(checksums)) < f.stored {
+		return fmt.Errorf("%w: file %d stores %d samples: room for %d offsets and %d checksums needed, got %d and %d",
+			io.ErrShortBuffer, k, f.stored, f.stored+1, f.stored, len(offsets), len(checksums))
+	}
+	where := func() (string, int64) { return f.path, -1 }
+	return withFaultGuard(where, func() error {
+		for i := uint64(0); i < f.stored; i++ {
+			offsets[i] = le.Uint64(f.data[offsetPos(f.stored, i):])
+			checksums[i] = f.checksum(i)
+		}
+		offsets[f.stored] = f.size
+		return nil
+	})
 }

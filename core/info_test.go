@@ -2,6 +2,8 @@ package core
 
 import (
 	"errors"
+	"hash/crc32"
+	"io"
 	"os"
 	"testing"
 )
@@ -53,6 +55,38 @@ func TestFileInfo(t *testing.T) {
 	}
 	_ = r.Close()
 	if _, err := r.FileInfo(0); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: err = %v, want ErrClosed", err)
+	}
+}
+
+func TestFileHeader(t *testing.T) {
+	path := tempPath(t, "h.ffr")
+	samples := [][]byte{[]byte("first"), nil, []byte("third one")}
+	writeSamples(t, path, samples, WriterOptions{})
+	r := openReader(t, ReaderOptions{}, path)
+	offsets, checksums := make([]uint64, 4), make([]uint32, 3)
+	if err := r.FileHeader(0, offsets, checksums); err != nil {
+		t.Fatal(err)
+	}
+	header, _ := headerSize(3)
+	wantOffsets := []uint64{header, header + 5, header + 5, header + 14}
+	for i, sample := range samples {
+		if offsets[i] != wantOffsets[i] || checksums[i] != crc32.ChecksumIEEE(sample) {
+			t.Errorf("sample %d: offset %d checksum %#x, want %d %#x",
+				i, offsets[i], checksums[i], wantOffsets[i], crc32.ChecksumIEEE(sample))
+		}
+	}
+	if offsets[3] != wantOffsets[3] {
+		t.Errorf("end offset %d, want the file size %d", offsets[3], wantOffsets[3])
+	}
+	if err := r.FileHeader(0, offsets[:3], checksums); !errors.Is(err, io.ErrShortBuffer) {
+		t.Errorf("short offsets: err = %v, want io.ErrShortBuffer", err)
+	}
+	if err := r.FileHeader(1, offsets, checksums); !errors.Is(err, ErrIndex) {
+		t.Errorf("file 1: err = %v, want ErrIndex", err)
+	}
+	_ = r.Close()
+	if err := r.FileHeader(0, offsets, checksums); !errors.Is(err, ErrClosed) {
 		t.Errorf("after Close: err = %v, want ErrClosed", err)
 	}
 }

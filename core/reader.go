@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ffrecord/ffrecord/core/remote"
 )
@@ -20,6 +21,10 @@ type ReaderOptions struct {
 	// Direct reads sample data with O_DIRECT, bypassing the page cache, through the batch
 	// engine.
 	Direct bool
+	// Verified are identities of files whose metadata another process checked (Reader.Verified
+	// there): with CheckData, a file whose identity at Open is one of them is not checked
+	// again; a file that changed in any way has another identity, and is.
+	Verified []FileIdentity
 	// Remote configures access to files named by s3://, http:// and https:// URLs.
 	Remote remote.Options
 }
@@ -34,6 +39,8 @@ type Reader struct {
 	remote   bool // some file is read over the network
 
 	metadataChecks sync.Map // file index -> metadataResult, by metadataError
+	window         mappedWindow
+	prefetching    atomic.Int32 // Prefetch goroutines running
 
 	mu     sync.RWMutex // held for reading by every call, for writing by Close
 	closed bool
@@ -58,6 +65,12 @@ func Open(paths []string, opts ReaderOptions) (*Reader, error) {
 		r.warnings = append(r.warnings, warnings...)
 		r.starts = append(r.starts, r.starts[len(r.starts)-1]+f.samples())
 	}
+	var data, header uint64
+	for _, f := range r.files {
+		data += f.size - f.header
+		header += f.header
+	}
+	r.window.streamData, r.window.boundHeaders = data > mappedBudget, header > mappedBudget
 	return r, nil
 }
 

@@ -229,7 +229,7 @@ func openFile(name string, opts ReaderOptions) (*dataFile, []string, error) {
 	if remote.IsURL(name) {
 		return openRemoteFile(name, opts)
 	}
-	return openDataFile(name, opts.CheckData, opts.Direct)
+	return openDataFile(name, opts)
 }
 
 // expandURL is expandPaths for a URL: an s3:// prefix (a URL ending in "/", or one not

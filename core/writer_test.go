@@ -2,7 +2,9 @@ package core
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,8 +28,8 @@ func TestWriterTooFewSamplesLeavesNothing(t *testing.T) {
 		t.Fatalf("Close: err = %v, want ErrInvalid naming n and the count", err)
 	}
 	onlyEntries(t, dir)
-	if err := w.Close(); !errors.Is(err, ErrClosed) {
-		t.Fatalf("second Close: err = %v", err)
+	if err2 := w.Close(); err2 != err {
+		t.Fatalf("second Close: err = %v, want the first Close's %v", err2, err)
 	}
 }
 
@@ -192,4 +194,85 @@ func TestWriteBatchRefusedWhole(t *testing.T) {
 	}
 	r := openReader(t, ReaderOptions{CheckData: true}, path)
 	assertSamples(t, readAll(t, r), [][]byte{[]byte("a"), []byte("bc"), []byte("d")})
+}
+
+func TestWriterSecondCloseRepeatsFirst(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(filepath.Join(dir, "twice.ffr"), 1, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteOne([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("second Close after success: %v, want nil", err)
+	}
+	if err := w.Abort(); err != nil {
+		t.Fatalf("Abort after Close: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "twice.ffr")); err != nil {
+		t.Fatalf("Abort after Close removed the file: %v", err)
+	}
+	if err := w.WriteOne([]byte("y")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after Close: %v, want ErrClosed", err)
+	}
+}
+
+// Samples around the size from which batches are written from the caller's memory, mixed
+// with small ones and spread over WriteVectors, WriteBatch and WriteOne, read back intact
+// and in order, compressed or not.
+func TestWriteVectorsMixedSizes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	var samples [][]byte
+	for _, size := range []int{0, 1, vectorWriteMin - 1, vectorWriteMin, 200 << 10, 3,
+		directWriteMin + 5, 70 << 10, 70 << 10, 5, vectorWriteMin, 90 << 10} {
+		s := make([]byte, size)
+		fillRandom(rng, s)
+		samples = append(samples, s)
+	}
+	for _, comp := range []Compression{CompressNone, CompressLZ4} {
+		path := filepath.Join(t.TempDir(), "v.ffr")
+		w, err := Create(path, uint64(len(samples)), WriterOptions{Compression: comp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteVectors(samples[:6]); err != nil {
+			t.Fatal(err)
+		}
+		joined := bytes.Join(samples[6:10], nil)
+		sizes := []uint64{uint64(len(samples[6])), uint64(len(samples[7])), uint64(len(samples[8])), uint64(len(samples[9]))}
+		if err := w.WriteBatch(joined, sizes); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteOne(samples[10]); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteVectors(samples[11:]); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteVectors(samples[:1]); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("a sample past n: err = %v, want ErrInvalid", err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r := openReader(t, ReaderOptions{CheckData: true}, path)
+		indices := make([]uint64, len(samples))
+		for k := range indices {
+			indices[k] = uint64(k)
+		}
+		got, err := readSamples(r, indices)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range samples {
+			if !bytes.Equal(got[k], samples[k]) {
+				t.Fatalf("%v: sample %d (%d bytes) differs", comp, k, len(samples[k]))
+			}
+		}
+	}
 }

@@ -53,6 +53,7 @@ _CTYPES = {
     "uint64_t": {ctypes.c_uint64}, "size_t": {ctypes.c_size_t},
     "char*": {ctypes.c_char_p}, "constchar*": {ctypes.c_char_p},
     "constchar*const*": {ctypes.POINTER(ctypes.c_char_p)},
+    "constvoid*const*": {ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)},
     "void*": {ctypes.c_void_p}, "constvoid*": {ctypes.c_void_p},
 }
 

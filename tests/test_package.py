@@ -48,8 +48,13 @@ def test_the_library_ships_inside_the_package() -> None:
 def test_docstring_examples_run() -> None:
     import doctest
 
-    from ffrecord import _indices, _paths, _remote, errors, reader, writer
+    from ffrecord import _indices, _paths, _remote, errors, fileio, reader, writer
 
-    for module in (ffrecord, _lib, _indices, _paths, _remote, errors, reader, writer):
+    for module in (ffrecord, _lib, _indices, _paths, _remote, errors, fileio, reader, writer):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0, module.__name__
+
+
+def test_import_does_not_import_ray() -> None:
+    out = run_python("import ffrecord, ffrecord.dataset, sys\nprint('ray' in sys.modules)")
+    assert out == "False"

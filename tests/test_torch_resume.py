@@ -174,3 +174,25 @@ def test_not_skippable_is_the_stock_loader(ffr):
     for call in (lambda: loader.set_step(1), loader.state_dict, lambda: loader.set_epoch(1)):
         with pytest.raises(RuntimeError, match="skippable"):
             call()
+
+
+def test_len_after_load_state_dict_is_the_whole_epoch(ffr):
+    """Like torchdata's StatefulDataLoader: a trainer that restores its own batch counter
+    (Lightning) counts to len(), so the remaining batches must not be subtracted twice."""
+    saved = make_loader(ffr, shuffle=True, seed=5)
+    it = iter(saved)
+    for _ in range(3):
+        next(it)
+    state = through_json(saved.state_dict())
+    loader = make_loader(ffr, shuffle=True, seed=5)
+    loader.load_state_dict(state)
+    assert len(loader) == 8
+    it = iter(loader)
+    assert len(loader) == len(it) == 8
+    assert [indices_of(b) for b in it] == epoch_batches(make_loader(ffr, shuffle=True, seed=5))[3:]
+    assert len(loader) == 8
+    loader.set_step(2)  # set_step keeps the reference's meaning: batches from the step on
+    assert len(loader) == 6
+    loader.load_state_dict(state)
+    loader.set_step(1)
+    assert len(loader) == 7

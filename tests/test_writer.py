@@ -357,3 +357,19 @@ def test_delayed_write_error_surfaces_at_a_later_call(tmp_path: Path) -> None:
     assert 3 * 1024 < int(count) < 10_000  # it came after the limit, not with the first write
     assert close_line == "close True"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("compression", [None, "lz4"])
+def test_large_gathered_samples_are_written_in_place(tmp_path: Path, compression: str | None) -> None:
+    # Sizes around the average from which a gathered batch is handed over without a join.
+    sizes = [writer_module.VECTOR_BYTES - 1, writer_module.VECTOR_BYTES, 200 << 10, 0, 3,
+             (64 << 10) + 7, 90 << 10, 70 << 10] * 3
+    samples = [payload(i, size) for i, size in enumerate(sizes)]
+    path = tmp_path / "large.ffr"
+    with FileWriter(path, len(samples), compression=compression) as writer:
+        writer.write_many(samples)
+    with FileReader(path) as reader:
+        assert [s.tobytes() for s in reader.read(range(len(samples)))] == samples
+    if compression is None:
+        assert path.read_bytes() == write_dataset(tmp_path / "one.ffr",
+                                                  [bytearray(s) for s in samples]).read_bytes()

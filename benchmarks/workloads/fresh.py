@@ -6,7 +6,9 @@
 - loader: one epoch of ``ffrecord.torch.DataLoader`` (2 workers, shuffle, default collate)
   against the reference's DataLoader, over the same file;
 - open in workers: a dataset of many samples opened with ``check_data=True``, then one batch
-  from each of 2 loader workers (each worker opens it, or inherits it, as it does).
+  from each of 2 loader workers (each worker opens it, or inherits it, as it does); beside
+  them, torch's DataLoader alone over a dataset that reads nothing, the floor no reader can
+  go below.
 
 Repetitions alternate between contenders; the reference reads the files ffrecord wrote.
 """
@@ -29,6 +31,7 @@ from .write import writer
 PEERS = ("ffrecord", "reference", "lmdb", "granular", "array-record")
 LOADERS = ("ffrecord", "reference")
 WORKERS = 2
+TORCH_ALONE = "torch-workers-alone"
 
 
 def epoch(contender: Contender, root: str, n: int, batch: int, seed: int) -> float:
@@ -66,6 +69,28 @@ def open_in_workers(contender: Contender, path: str, workers: int) -> float:
     start = time.perf_counter()
     loader = DataLoader(SamplesDataset(path, check_data=True), batch_size=1, num_workers=workers)
     batches = iter(loader)
+    for _ in range(workers):
+        next(batches)
+    elapsed = time.perf_counter() - start
+    del batches
+    return elapsed
+
+
+class _NothingToRead:
+    def __len__(self) -> int:
+        return 1000
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+def workers_alone(contender: None, workers: int) -> float:
+    """Seconds to a first batch from each of torch's loader workers over a dataset that reads
+    nothing: worker start-up alone."""
+    import torch.utils.data
+
+    start = time.perf_counter()
+    batches = iter(torch.utils.data.DataLoader(_NothingToRead(), batch_size=1, num_workers=workers))
     for _ in range(workers):
         next(batches)
     elapsed = time.perf_counter() - start
@@ -126,6 +151,7 @@ def run(ctx: BenchContext) -> None:
     runners = {c.name: lambda c=c: call("benchmarks.workloads.fresh:open_in_workers", c, big,
                                         WORKERS)
                for c in loaders}
+    runners[TORCH_ALONE] = lambda: call("benchmarks.workloads.fresh:workers_alone", None, WORKERS)
     ctx.results.add(Cell("fresh_open_workers", {"samples": ctx.config.open_samples,
                                                 "workers": WORKERS},
                          "s", interleaved(runners, reps), higher_is_better=False))

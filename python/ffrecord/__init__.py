@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import CorruptFileError, FFRecordWarning
+from .fileio import checkFsAlign
 from .reader import BadSample, FileInfo, FileReader
 from .writer import FileWriter
 
@@ -26,7 +27,8 @@ try:
 except ImportError:  # a source tree that was never built
     __version__ = "0+unknown"
 
-_LAZY = {"pack_folder": "packed", "PackedFolder": "packed", "unpack_folder": "packed"}
+_LAZY = {"pack_folder": "packed", "PackedFolder": "packed", "unpack_folder": "packed",
+         "utils": None}
 
 __all__ = [
     "BadSample",
@@ -37,6 +39,7 @@ __all__ = [
     "FileWriter",
     "PackedFolder",
     "__version__",
+    "checkFsAlign",
     "pack_folder",
     "unpack_folder",
 ]
@@ -46,7 +49,9 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         from importlib import import_module
 
-        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        module = _LAZY[name]
+        value = import_module(f".{name}", __name__) if module is None else getattr(
+            import_module(f".{module}", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -183,15 +183,15 @@ class PackedFolder:
         """Number of files packed (the index record is not counted)."""
         return self.reader.n - 1
 
-    def read_one(self, path: PathLike) -> np.ndarray:
-        """Returns the bytes of one file as a uint8 array."""
-        return self.reader.read_one(self._file_index(path))
+    def read_one(self, fname: PathLike) -> np.ndarray:
+        """Returns the bytes of packed file ``fname`` as a uint8 array."""
+        return self.reader.read_one(self._file_index(fname))
 
-    def read(self, paths: Iterable[PathLike]) -> List[np.ndarray]:
+    def read(self, fnames: Iterable[PathLike]) -> List[np.ndarray]:
         """Returns the bytes of several files, in the order given, in one batched read."""
-        if isinstance(paths, (str, bytes, os.PathLike)):
+        if isinstance(fnames, (str, bytes, os.PathLike)):
             raise TypeError("read() takes a list of paths; use read_one() for a single path")
-        return self.reader.read([self._file_index(p) for p in paths])
+        return self.reader.read([self._file_index(p) for p in fnames])
 
     def exists(self, path: PathLike) -> bool:
         """True when ``path`` is a packed file or directory (``""`` is the root)."""

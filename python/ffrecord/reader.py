@@ -87,6 +87,9 @@ class FileReader:
     A reader is safe to use from many threads at once, survives ``fork()`` (the child
     reopens the files by path on first use) and pickles by ``(fnames, check_data, direct,
     storage_options)``.
+    A copy in another process (a forked child, or an unpickled one) with ``check_data`` does
+    not read the headers again of files that this reader checked and that have not changed
+    since (same device, inode, size, modification and change times).
 
     >>> r = FileReader(path, check_data=True)          # doctest: +SKIP
     >>> len(r), r.read_one(0).tobytes()                 # doctest: +SKIP
@@ -95,12 +98,17 @@ class FileReader:
 
     def __init__(self, fname: PathArg | Sequence[PathArg], check_data: bool = True, *,
                  direct: bool = False, storage_options: dict[str, Any] | None = None) -> None:
+        self._init(fname, check_data, direct, (), storage_options)
+
+    def _init(self, fname: PathArg | Sequence[PathArg], check_data: bool, direct: bool,
+              verified: tuple[int, ...], storage_options: dict[str, Any] | None = None) -> None:
         self.check_data = bool(check_data)
         self.direct = bool(direct)
         self.storage_options = None if storage_options is None else dict(storage_options)
-        self._options = _remote.encode_options(self.storage_options)
+        _remote.encode_options(self.storage_options)  # a bad option fails before any open
         self._closed = True  # until the open succeeds, so __del__ has nothing to do
         self._reopen_lock = threading.Lock()
+        self._verified = verified
         lib, self._handle = self._open(_paths_of(fname))
         self._generation = lib.generation
         self._closed = False
@@ -130,6 +138,24 @@ class FileReader:
         """
         idx = np.array([one_index(index, self.n)], np.uint64)
         return self._read(idx, None)[0]
+
+    def prefetch(self, indices: Any) -> int:
+        """Starts bringing the samples at ``indices`` into the page cache and returns at once,
+        so that reading them later does not wait for the disk (a loader worker prefetches
+        its next batch while the current one is processed). Returns the number of reads
+        queued: 0 when the samples seem cached already, with ``direct=True`` (which bypasses
+        the page cache) or while earlier prefetches still run. A hint: it raises only for
+        an index out of range or a closed reader.
+
+        >>> r.prefetch([7, 3]); r.read([7, 3])            # doctest: +SKIP
+        """
+        idx = index_array(indices, self.n)
+        if not len(idx):
+            return 0
+        dll, handle = self._live()
+        queued = ctypes.c_uint64()
+        _lib.check(dll.ffr_reader_prefetch(handle, idx.ctypes.data, len(idx), ctypes.byref(queued)))
+        return queued.value
 
     def read_batch(self, indices: Any, out: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Reads a batch back to back into one buffer, with no per-sample objects.
@@ -343,6 +369,40 @@ class FileReader:
                              f"{self.n} samples")
         return start, start + count
 
+    def get_offsets(self, file_index: int) -> np.ndarray:
+        """Where each stored sample of file ``file_index`` begins, then the file size (int64,
+        one more entry than the file stores samples), as the reference's ``get_offsets``.
+
+        The file's own table, read from its header: a compressed file shows its stored
+        (compressed) samples and its extension record.
+
+        >>> r.get_offsets(0)[:3]                        # doctest: +SKIP
+        array([312, 340, 371])
+        """
+        return self._file_header(file_index)[0]
+
+    def get_checksums(self, file_index: int) -> np.ndarray:
+        """The stored CRC-32 of each sample of file ``file_index`` (uint32), as the reference's
+        ``get_checksums``; one per entry of ``get_offsets`` but the last."""
+        return self._file_header(file_index)[1]
+
+    def _file_header(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        k = self._file_index(k)
+        stored = self.file_info(k).stored_samples
+        offsets = np.empty(stored + 1, np.uint64)
+        checksums = np.empty(stored, np.uint32)
+        dll, handle = self._live()
+        _lib.check(dll.ffr_reader_file_header(handle, k, offsets.ctypes.data, checksums.ctypes.data,
+                                              stored))
+        return offsets.view(np.int64), checksums
+
+    def _file_index(self, k: int) -> int:
+        k = operator.index(k)
+        k = k + len(self.fnames) if k < 0 else k
+        if not 0 <= k < len(self.fnames):
+            raise IndexError(f"file {k} out of range for {len(self.fnames)} files")
+        return k
+
     def file_info(self, k: int = 0) -> FileInfo:
         """How file ``k`` of the dataset is stored (sample counts, sizes, compression and
         what its metadata checksum says). The first call for a file checks its metadata.
@@ -350,10 +410,7 @@ class FileReader:
         >>> r.file_info().metadata                      # doctest: +SKIP
         'intact'
         """
-        k = operator.index(k)
-        k = k + len(self.fnames) if k < 0 else k
-        if not 0 <= k < len(self.fnames):
-            raise IndexError(f"file {k} out of range for {len(self.fnames)} files")
+        k = self._file_index(k)
         fields = np.zeros(_lib.INFO_FIELDS, np.uint64)
         dll, handle = self._live()
         _lib.check(dll.ffr_reader_file_info(handle, k, fields.ctypes.data, len(fields)))
@@ -397,9 +454,16 @@ class FileReader:
         except Exception:  # noqa: BLE001 - a destructor must not raise
             pass
 
+    @property
+    def verified_files(self) -> tuple[int, ...]:
+        """Identities of the files whose headers this reader checked (empty without
+        ``check_data``), as the core's opaque words: handed to ``reopen`` in another process,
+        they spare it checking again the files that have not changed."""
+        return self._verified
+
     def __reduce__(self) -> tuple[Any, ...]:
         return _unpickle, (type(self), self.fnames, self.check_data, self.direct,
-                           self.storage_options)
+                           self.verified_files, self.storage_options)
 
     def __repr__(self) -> str:
         names = self.fnames if len(self.fnames) <= 3 else [*self.fnames[:2], "...", self.fnames[-1]]
@@ -431,13 +495,34 @@ class FileReader:
             self._reopen_lock.release()
 
     def _open(self, paths: list[str]) -> tuple[_lib.Library, int]:
+        """Opens paths, vouching for the files this reader's copies checked already, and
+        records which files the new handle checked in turn."""
         lib = _lib.current()
         encoded = (ctypes.c_char_p * len(paths))(*map(_paths.encode, paths))
         flags = (_lib.CHECK_DATA if self.check_data else 0) | (_lib.DIRECT if self.direct else 0)
         handle = ctypes.c_int64()
-        _lib.check(lib.dll.ffr_reader_open_options(encoded, len(paths), flags, self._options,
-                                                   ctypes.byref(handle)))
+        if any(map(_remote.is_url, paths)):  # remote files: no local identity to vouch for
+            _lib.check(lib.dll.ffr_reader_open_options(
+                encoded, len(paths), flags, _remote.encode_options(self.storage_options),
+                ctypes.byref(handle)))
+            return lib, handle.value
+        ids = (ctypes.c_uint64 * len(self._verified))(*self._verified)
+        _lib.check(lib.dll.ffr_reader_open_verified(encoded, len(paths), flags, ids,
+                                                    len(self._verified), ctypes.byref(handle)))
+        if self.check_data:
+            self._verified = self._identities(lib.dll, handle.value)
         return lib, handle.value
+
+    @staticmethod
+    def _identities(dll: ctypes.CDLL, handle: int) -> tuple[int, ...]:
+        """The identities of the files the reader behind handle checked, as ABI words."""
+        needed = ctypes.c_uint64()
+        status = dll.ffr_reader_verified(handle, None, 0, ctypes.byref(needed))
+        if status != E_SHORTBUF:
+            _lib.check(status)
+        words = (ctypes.c_uint64 * needed.value)()
+        _lib.check(dll.ffr_reader_verified(handle, words, needed.value, ctypes.byref(needed)))
+        return tuple(words)
 
     def _query_u64(self, func: Any) -> int:
         value = ctypes.c_uint64()
@@ -595,5 +680,20 @@ def _allocator(make: Any) -> Any:
 
 
 def _unpickle(cls: type[FileReader], fnames: list[str], check_data: bool,
-              direct: bool, storage_options: dict[str, Any] | None = None) -> FileReader:
-    return cls(fnames, check_data, direct=direct, storage_options=storage_options)
+              direct: bool, verified: tuple[int, ...] = (),
+              storage_options: dict[str, Any] | None = None) -> FileReader:
+    return reopen(fnames, check_data, verified, direct=direct, cls=cls,
+                  storage_options=storage_options)
+
+
+def reopen(fname: PathArg | Sequence[PathArg], check_data: bool, verified: tuple[int, ...],
+           *, direct: bool = False, cls: type[FileReader] = FileReader,
+           storage_options: dict[str, Any] | None = None) -> FileReader:
+    """``FileReader(fname, check_data, direct=direct)`` that skips checking again the files
+    another reader vouches for (its ``verified_files``) while they are unchanged.
+
+    >>> copy = reopen(r.fnames, True, r.verified_files)   # doctest: +SKIP
+    """
+    reader = cls.__new__(cls)
+    reader._init(fname, check_data, direct, tuple(verified), storage_options)
+    return reader

@@ -38,6 +38,8 @@ PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 # ``bytes`` sample of BATCH_BYTES or more goes on its own, as it costs no more that way.
 BATCH_BYTES = 1 << 20
 SAMPLE_CHARGE = BATCH_BYTES // 4096
+# From this average size, gathered samples are handed over in place rather than joined.
+VECTOR_BYTES = 64 << 10
 
 
 class ClosesOrAborts:
@@ -194,8 +196,13 @@ class FileWriter(ClosesOrAborts):
             return
         self._pending, self._batch_room = [], BATCH_BYTES
         sizes = np.fromiter(map(len, pending), np.uint64, len(pending))
-        status = dll.ffr_writer_write_batch(handle, b"".join(pending), sizes.ctypes.data,
-                                            len(pending))
+        if int(sizes.sum()) >= VECTOR_BYTES * len(pending):
+            # Large samples: the library writes them from where they are, with no join.
+            data = (ctypes.c_char_p * len(pending))(*pending)
+            status = dll.ffr_writer_write_vectors(handle, data, sizes.ctypes.data, len(pending))
+        else:
+            status = dll.ffr_writer_write_batch(handle, b"".join(pending), sizes.ctypes.data,
+                                                len(pending))
         if status:
             _lib.raise_status(status)
 

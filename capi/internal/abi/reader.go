@@ -3,6 +3,7 @@ package abi
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"unsafe"
 
@@ -12,12 +13,62 @@ import (
 // ReaderOpen implements ffr_reader_open.
 func ReaderOpen(paths unsafe.Pointer, npaths uint64, flags uint32, handle unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
-	return readerOpen("ffr_reader_open", paths, npaths, flags, nil, handle)
+	return readerOpen("ffr_reader_open", paths, npaths, flags, nil, nil, handle)
 }
 
-// readerOpen opens a reader for ffr_reader_open and ffr_reader_open_options (options:
-// NULL for the defaults, else a JSON object of storage options).
-func readerOpen(fn string, paths unsafe.Pointer, npaths uint64, flags uint32, options, handle unsafe.Pointer) int32 {
+// identityWords is how many uint64 words one core.FileIdentity takes in the ABI.
+const identityWords = 5
+
+// ReaderOpenVerified implements ffr_reader_open_verified.
+func ReaderOpenVerified(paths unsafe.Pointer, npaths uint64, flags uint32, ids unsafe.Pointer, nids uint64, handle unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_open_verified"
+	words, err := cArray[uint64](fn, "ids", ids, nids)
+	if err != nil {
+		return fail(err)
+	}
+	if nids%identityWords != 0 {
+		return failf(StatusInvalid, fmt.Sprintf("%s: nids %d is not a multiple of %d", fn, nids, identityWords))
+	}
+	vouched := make([]core.FileIdentity, 0, nids/identityWords)
+	for w := words; len(w) > 0; w = w[identityWords:] {
+		vouched = append(vouched, core.FileIdentity{
+			Dev: w[0], Ino: w[1], Size: w[2], MtimeNs: int64(w[3]), CtimeNs: int64(w[4]),
+		})
+	}
+	return readerOpen(fn, paths, npaths, flags, vouched, nil, handle)
+}
+
+// ReaderVerified implements ffr_reader_verified.
+func ReaderVerified(handle int64, ids unsafe.Pointer, nids uint64, needed unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_verified"
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	if err := outPointer(fn, "needed", needed); err != nil {
+		return fail(err)
+	}
+	dst, err := cArray[uint64](fn, "ids", ids, nids)
+	if err != nil {
+		return fail(err)
+	}
+	have := r.Verified()
+	*(*uint64)(needed) = uint64(len(have)) * identityWords
+	if len(dst) < len(have)*identityWords {
+		return failf(StatusShortBuf, fmt.Sprintf("%s: room for %d words, the identities take %d", fn, len(dst), len(have)*identityWords))
+	}
+	for k, id := range have {
+		copy(dst[k*identityWords:], []uint64{id.Dev, id.Ino, id.Size, uint64(id.MtimeNs), uint64(id.CtimeNs)})
+	}
+	return StatusOK
+}
+
+// readerOpen opens a reader for ffr_reader_open, ffr_reader_open_verified and
+// ffr_reader_open_options (called fn; options: NULL for the defaults, else a JSON object of
+// storage options).
+func readerOpen(fn string, paths unsafe.Pointer, npaths uint64, flags uint32, vouched []core.FileIdentity, options, handle unsafe.Pointer) int32 {
 	ptrs, err := cArray[unsafe.Pointer](fn, "paths", paths, npaths)
 	if err != nil {
 		return fail(err)
@@ -42,6 +93,7 @@ func readerOpen(fn string, paths unsafe.Pointer, npaths uint64, flags uint32, op
 	r, err := core.Open(names, core.ReaderOptions{
 		CheckData: flags&FlagCheckData != 0,
 		Direct:    flags&FlagDirect != 0,
+		Verified:  vouched,
 		Remote:    remoteOpts,
 	})
 	if err != nil {
@@ -210,6 +262,30 @@ func batchArgs(fn string, handle int64, indices unsafe.Pointer, n uint64, sizes 
 	return r, idx, out, nil
 }
 
+// ReaderPrefetch implements ffr_reader_prefetch.
+func ReaderPrefetch(handle int64, indices unsafe.Pointer, n uint64, queued unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_prefetch"
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	if err := outPointer(fn, "queued", queued); err != nil {
+		return fail(err)
+	}
+	idx, err := cArray[uint64](fn, "indices", indices, n)
+	if err != nil {
+		return fail(err)
+	}
+	// The core keeps no reference to the caller's array past the call.
+	k, err := r.Prefetch(idx)
+	if err != nil {
+		return fail(err)
+	}
+	*(*uint64)(queued) = uint64(k)
+	return StatusOK
+}
+
 // ReaderVerify implements ffr_reader_verify: one page of the core's Verify, which stops at
 // the first bad sample the caller's arrays have no room for.
 func ReaderVerify(handle int64, start, count uint64, bad, reasons unsafe.Pointer, capacity uint64,
@@ -305,5 +381,34 @@ func ReaderFileInfo(handle int64, i uint64, info unsafe.Pointer, ninfo uint64) (
 		InfoMetadata:    uint64(fi.Metadata),
 	}
 	copy(dst, fields[:])
+	return StatusOK
+}
+
+// ReaderFileHeader implements ffr_reader_file_header: the stored tables of file i, for a
+// capacity of n samples (offsets holds n+1 entries, checksums n).
+func ReaderFileHeader(handle int64, i uint64, offsets, checksums unsafe.Pointer, n uint64) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_file_header"
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	if n == math.MaxUint64 {
+		return failf(StatusInvalid, fmt.Sprintf("%s: capacity %d is larger than any buffer", fn, n))
+	}
+	offs, err := cArray[uint64](fn, "offsets", offsets, n+1)
+	if err != nil {
+		return fail(err)
+	}
+	sums, err := cArray[uint32](fn, "checksums", checksums, n)
+	if err != nil {
+		return fail(err)
+	}
+	if i >= uint64(len(r.Files())) {
+		return failf(StatusIndex, fmt.Sprintf("%s: file %d out of range [0, %d)", fn, i, len(r.Files())))
+	}
+	if err := r.FileHeader(int(i), offs, sums); err != nil {
+		return fail(fmt.Errorf("%s: %w", fn, err))
+	}
 	return StatusOK
 }

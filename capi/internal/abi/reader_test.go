@@ -505,6 +505,28 @@ func TestReaderFileInfo(t *testing.T) {
 	expect(t, StatusIndex, func() int32 { return ReaderFileInfo(h, 3, ptr(two), 2) }, "file 3")
 }
 
+func TestReaderFileHeader(t *testing.T) {
+	noLeaks(t)
+	lz4 := filepath.Join(t.TempDir(), "z.ffr")
+	writeFile(t, lz4, 2, CompressLZ4, [][]byte{make([]byte, 4000), []byte("x")})
+	h := openReader(t, 0, golden("basic.ffr"), lz4)
+	offsets, checksums := make([]uint64, 26), make([]uint32, 25)
+	must(t, func() int32 { return ReaderFileHeader(h, 0, ptr(offsets), ptr(checksums), 25) })
+	st, err := os.Stat(golden("basic.ffr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if offsets[0] != 12+12*25 || offsets[25] != uint64(st.Size()) || !slices.IsSorted(offsets) {
+		t.Errorf("offsets %v: want the data start first, sorted, the file size last", offsets)
+	}
+	// A compressed file shows its stored tables, extension record included (3 entries).
+	expect(t, StatusShortBuf, func() int32 { return ReaderFileHeader(h, 1, ptr(offsets), ptr(checksums), 2) }, "stores 3 samples")
+	must(t, func() int32 { return ReaderFileHeader(h, 1, ptr(offsets), ptr(checksums), 3) })
+	expect(t, StatusIndex, func() int32 { return ReaderFileHeader(h, 2, ptr(offsets), ptr(checksums), 25) }, "file 2")
+	expect(t, StatusInvalid, func() int32 { return ReaderFileHeader(h, 0, nil, ptr(checksums), 25) }, "offsets is NULL")
+	expect(t, StatusInvalid, func() int32 { return ReaderFileHeader(h, 0, ptr(offsets), nil, 25) }, "checksums is NULL")
+}
+
 func TestReaderTruncatedData(t *testing.T) {
 	noLeaks(t)
 	m := loadManifest(t)
@@ -574,7 +596,8 @@ func TestReaderHandles(t *testing.T) {
 		"verify": func(h int64) int32 {
 			return ReaderVerify(h, 0, 1, nil, nil, 0, nil, 0, unsafe.Pointer(&out), unsafe.Pointer(&out))
 		},
-		"info": func(h int64) int32 { return ReaderFileInfo(h, 0, nil, 0) },
+		"info":   func(h int64) int32 { return ReaderFileInfo(h, 0, nil, 0) },
+		"header": func(h int64) int32 { return ReaderFileHeader(h, 0, nil, nil, 0) },
 	}
 	for name, f := range calls {
 		expect(t, StatusClosed, func() int32 { return f(h) }, "closed")

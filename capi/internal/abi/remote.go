@@ -10,7 +10,7 @@ import (
 // ReaderOpenOptions implements ffr_reader_open_options.
 func ReaderOpenOptions(paths unsafe.Pointer, npaths uint64, flags uint32, options, handle unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
-	return readerOpen("ffr_reader_open_options", paths, npaths, flags, options, handle)
+	return readerOpen("ffr_reader_open_options", paths, npaths, flags, nil, options, handle)
 }
 
 // Upload implements ffr_upload.

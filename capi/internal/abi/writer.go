@@ -79,6 +79,35 @@ func WriterWriteBatch(handle int64, data, sizes unsafe.Pointer, n uint64) (statu
 	return StatusOK
 }
 
+// WriterWriteVectors implements ffr_writer_write_vectors: n samples, sample k the sizes[k]
+// bytes at data[k], written by the core as one batch from where they are.
+func WriterWriteVectors(handle int64, data, sizes unsafe.Pointer, n uint64) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_writer_write_vectors"
+	w, err := writers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	lengths, err := cArray[uint64](fn, "sizes", sizes, n)
+	if err != nil {
+		return fail(err)
+	}
+	ptrs, err := cArray[unsafe.Pointer](fn, "data", data, n)
+	if err != nil {
+		return fail(err)
+	}
+	samples := make([][]byte, n)
+	for k, p := range ptrs {
+		if samples[k], err = cArray[byte](fn, fmt.Sprintf("data[%d]", k), p, lengths[k]); err != nil {
+			return fail(err)
+		}
+	}
+	if err := w.WriteVectors(samples); err != nil {
+		return fail(err)
+	}
+	return StatusOK
+}
+
 // WriterCount implements ffr_writer_count.
 func WriterCount(handle int64, count unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)

@@ -10,7 +10,7 @@
 """
 
 from .dataloader import DataLoader
-from .dataset import ConcatDataset, Dataset, Subset
+from .dataset import ConcatDataset, Dataset, ReaderRegistry, Subset
 from .structured import StructuredDataset
 
-__all__ = ["ConcatDataset", "DataLoader", "Dataset", "StructuredDataset", "Subset"]
+__all__ = ["ConcatDataset", "DataLoader", "Dataset", "ReaderRegistry", "StructuredDataset", "Subset"]

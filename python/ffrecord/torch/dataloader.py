@@ -18,8 +18,11 @@ import torch.distributed as dist
 import torch.utils.data
 
 from .collate import default_collate
+from .dataset import Dataset
 from ._state import decode_generator_state, dataset_fingerprint, encode_generator_state
-from .sampler import EpochBatchSampler, SkippingBatchSampler
+from .sampler import EpochBatchSampler, SkipableSampler, SkippingBatchSampler
+
+__all__ = ["DataLoader", "SkipableSampler"]
 
 STATE_FORMAT = "ffrecord.torch.DataLoader/1"
 
@@ -32,8 +35,14 @@ class _EpochRun:
     start: int  # first batch of this epoch (set_step or a loaded state)
     num_batches: int  # batches in a whole epoch
     generator_state: torch.Tensor | None  # the loader's generator as the epoch began
+    resumed: bool = False  # the start came from load_state_dict, not set_step
     yielded: int = 0  # batches handed to the user so far
     finished: bool = False  # the iterator has raised StopIteration
+
+    @property
+    def length(self) -> int:
+        """What ``len()`` says of this epoch: see ``DataLoader.__len__``."""
+        return self.num_batches if self.resumed else self.num_batches - self.start
 
     @property
     def exhausted(self) -> bool:
@@ -60,7 +69,7 @@ class _TrackedIterator:
         return batch
 
     def __len__(self) -> int:
-        return len(self._inner)
+        return self._run.length
 
     def __repr__(self) -> str:
         return f"<DataLoader iterator: epoch {self._run.epoch}, batch {self._run.start + self._run.yielded}>"
@@ -162,6 +171,7 @@ class DataLoader(torch.utils.data.DataLoader):
         self.skippable = skippable
         self._next_epoch = 0
         self._pending_start = 0
+        self._resuming = False  # the pending start came from load_state_dict
         self._pending_generator_state: torch.Tensor | None = None
         self._run: _EpochRun | None = None
         custom = sampler is not None or batch_sampler is not None
@@ -212,12 +222,20 @@ class DataLoader(torch.utils.data.DataLoader):
         return self._next_epoch
 
     def __len__(self) -> int:
-        """Batches of the current epoch from its starting batch on, else of the next epoch."""
+        """Batches of the current epoch, else of the next one.
+
+        After ``set_step(k)`` that is the batches from ``k`` on, as in the reference. After
+        ``load_state_dict`` it is the whole epoch, as torchdata's ``StatefulDataLoader`` says:
+        trainers that restore their own batch counter with the loader's state (PyTorch
+        Lightning) stop the epoch at ``len()``, and would otherwise cut it short.
+        """
         if not self.skippable:
             return super().__len__()
         run = self._run
         if run is not None and not run.exhausted:
-            return run.num_batches - run.start
+            return run.length
+        if self._resuming:
+            return self._planner.num_batches
         return self._planner.num_batches - self._pending_start
 
     def __iter__(self) -> Any:
@@ -225,6 +243,7 @@ class DataLoader(torch.utils.data.DataLoader):
             return super().__iter__()
         epoch, start = self._next_epoch, self._pending_start
         self._next_epoch, self._pending_start = epoch + 1, 0
+        resumed, self._resuming = self._resuming, False
         generator_state = None
         if self._uses_generator():
             if self._pending_generator_state is not None:
@@ -232,7 +251,11 @@ class DataLoader(torch.utils.data.DataLoader):
                 self._pending_generator_state = None
             generator_state = self.generator.get_state()
         self._planner.plan(epoch, start)
-        self._run = _EpochRun(epoch, start, self._planner.num_batches, generator_state)
+        if isinstance(self._planner, EpochBatchSampler) and isinstance(self.dataset, Dataset):
+            # A worker's batches come every num_workers batches and it holds prefetch_factor
+            # of them queued: the batch to prefetch is the one after those.
+            self._planner.lookahead = max(1, self.num_workers * (self.prefetch_factor or 1))
+        self._run = _EpochRun(epoch, start, self._planner.num_batches, generator_state, resumed)
         return _TrackedIterator(super().__iter__(), self._run)
 
     def _uses_generator(self) -> bool:
@@ -252,7 +275,7 @@ class DataLoader(torch.utils.data.DataLoader):
         step = operator.index(step)
         if step != 0 and not 0 <= step < self._planner.num_batches:
             raise ValueError(f"step must lie in [0, {self._planner.num_batches}), got {step}")
-        self._pending_start = step
+        self._pending_start, self._resuming = step, False
 
     def set_epoch(self, epoch: int) -> None:
         """The next ``iter(loader)`` produces epoch ``epoch`` (each iteration otherwise advances it)."""
@@ -324,4 +347,5 @@ class DataLoader(torch.utils.data.DataLoader):
         if mine["order"] == "generator":
             self._pending_generator_state = decode_generator_state(state["generator_state"])
         self._next_epoch, self._pending_start, self._run = epoch, step, None
+        self._resuming = True
 

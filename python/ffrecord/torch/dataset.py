@@ -42,7 +42,7 @@ import numpy as np
 import torch.utils.data
 
 from ffrecord import FileReader
-from ffrecord.reader import split_batch
+from ffrecord.reader import reopen, split_batch
 
 from . import collate
 
@@ -75,7 +75,56 @@ def fetch_batch(dataset: Any, indices: list[int]) -> list:
     return [dataset[i] for i in indices]
 
 
-class Dataset(torch.utils.data.Dataset):
+class ReaderRegistry:
+    """Finds every ``FileReader`` an object holds: ``ffreaders()``, as in the reference.
+
+    Readers are found in the object's attributes, in attributes that are themselves
+    registries or torch datasets (walked in turn), and in lists, tuples and dicts of those;
+    each reader once. Attributes behave as plain attributes: nothing is registered when set.
+
+    >>> import os, tempfile
+    >>> from ffrecord import FileWriter
+    >>> path = os.path.join(tempfile.mkdtemp(), "r.ffr")
+    >>> with FileWriter(path, 1) as w:
+    ...     w.write_one(b"x")
+    >>> class Pair(ReaderRegistry):
+    ...     def __init__(self):
+    ...         self.images = FileReader(path)
+    ...         self.parts = [FileReader(path)]
+    >>> [r.n for r in Pair().ffreaders()]
+    [1, 1]
+    """
+
+    def ffreaders(self) -> list[FileReader]:
+        """Every ``FileReader`` held by this object and the objects it holds."""
+        found: dict[int, FileReader] = {}
+        _collect_readers(self, found, set())
+        return list(found.values())
+
+
+_PLAIN = (int, float, str, bytes, np.generic)
+
+
+def _collect_readers(obj: Any, found: dict[int, FileReader], seen: set[int]) -> None:
+    if isinstance(obj, FileReader):
+        found.setdefault(id(obj), obj)
+        return
+    if isinstance(obj, (list, tuple, dict)):
+        members: Sequence[Any] = list(obj.values()) if isinstance(obj, dict) else obj
+        if members and isinstance(members[0], _PLAIN):  # indices, names: not walked one by one
+            return
+    elif isinstance(obj, (ReaderRegistry, torch.utils.data.Dataset)) and id(obj) not in seen:
+        seen.add(id(obj))
+        if isinstance(obj, Dataset) and "_reader_args" in getattr(obj, "__dict__", {}):
+            _ = obj.reader  # a reader this class opens lazily (after a pickle): open it now
+        members = list(getattr(obj, "__dict__", {}).values())
+    else:
+        return
+    for member in members:
+        _collect_readers(member, found, seen)
+
+
+class Dataset(torch.utils.data.Dataset, ReaderRegistry):
     """An ffrecord dataset: ``dataset[indices]`` reads the batch in one call, then ``process``-es it.
 
     ``fnames`` is what ``ffrecord.FileReader`` takes: a file, a list of files, a directory
@@ -108,7 +157,9 @@ class Dataset(torch.utils.data.Dataset):
     def reader(self) -> FileReader:
         """The reader of this process: a copy of the dataset in another process opens its own."""
         if self._reader is None:
-            self._reader = FileReader(*self._reader_args, **self._reader_options)
+            fnames, check_data = self._reader_args
+            self._reader = reopen(fnames, check_data, getattr(self, "_reader_verified", ()),
+                                  **self._reader_options)
         return self._reader
 
     @reader.setter
@@ -118,6 +169,9 @@ class Dataset(torch.utils.data.Dataset):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         if "_reader_args" in state:  # a reader this class opened: reopen it lazily, by path
+            reader = state["_reader"]
+            if isinstance(reader, FileReader):  # its checks need not be done again
+                state["_reader_verified"] = reader.verified_files
             state["_reader"] = None
         return state
 
@@ -132,8 +186,24 @@ class Dataset(torch.utils.data.Dataset):
         reader = self.reader
         if not isinstance(reader, FileReader):  # a reader of the user's own: read() is its API
             return self.process(indices, reader.read(indices))
+        self._prefetch(reader, getattr(indices, "ahead", None))
         buffer, offsets = collate.read_batch(reader, indices)
         return self.process_batch(indices, buffer, offsets)
+
+    # After a prefetch that found its batch cached (a warm dataset), this many batches go
+    # without: each would cost a call for nothing.
+    _PREFETCH_PAUSE = 16
+
+    def _prefetch(self, reader: FileReader, ahead: list[int] | None) -> None:
+        """Prefetches ``ahead``, a later batch named by the loader's sampler, unless recent
+        ones found their batches cached."""
+        if not ahead:
+            return
+        paused = self.__dict__.get("_prefetch_paused", 0)
+        if paused:
+            self._prefetch_paused = paused - 1
+        elif not reader.prefetch(ahead):
+            self._prefetch_paused = self._PREFETCH_PAUSE
 
     def __getitems__(self, indices: list[int]) -> list:
         """torch's batched-fetch protocol: the DataLoader hands over the whole batch at once."""
@@ -204,13 +274,21 @@ class ConcatDataset(Dataset):
     (5, ['e', 'a', 'c', 'b'], 'e')
     """
 
+    @staticmethod
+    def cumsum(sequence: Iterable[Any]) -> list[int]:
+        """The running total of the members' lengths, as ``cumulative_sizes`` holds it.
+
+        >>> ConcatDataset.cumsum([[1, 2], [3], [4, 5, 6]])
+        [2, 3, 6]
+        """
+        return np.cumsum([len(d) for d in sequence], dtype=np.int64).tolist()
+
     def __init__(self, datasets: Iterable[Any]) -> None:
         self.datasets = list(datasets)
         if not self.datasets:
             raise ValueError("ConcatDataset needs at least one dataset")
-        ends = np.cumsum([len(d) for d in self.datasets], dtype=np.int64)
-        self.cumulative_sizes = ends.tolist()
-        self._ends = ends
+        self.cumulative_sizes = self.cumsum(self.datasets)
+        ends = self._ends = np.array(self.cumulative_sizes, dtype=np.int64)
         self._starts = ends - [len(d) for d in self.datasets]
 
     def __len__(self) -> int:

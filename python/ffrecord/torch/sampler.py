@@ -33,6 +33,25 @@ def _identity(positions: np.ndarray) -> np.ndarray:
     return positions
 
 
+class Batch(list):
+    """A batch of indices that also names the batch its reader will be asked for later
+    (``ahead``), so that a dataset can prefetch it: ``EpochBatchSampler`` yields these when
+    its ``lookahead`` is set.
+
+    >>> b = Batch([4, 2], ahead=[7, 1])
+    >>> b == [4, 2], b.ahead
+    (True, [7, 1])
+    """
+
+    def __init__(self, indices: list[int], ahead: list[int] | None = None) -> None:
+        super().__init__(indices)
+        self.ahead = ahead
+
+    def __reduce__(self) -> tuple:
+        # Batches cross to loader workers pickled: plain lists pickle several times faster.
+        return Batch, (list(self), self.ahead)
+
+
 class _PlannedSampler(Sampler):
     """What both samplers share: the (epoch, start batch) that the next iteration produces."""
 
@@ -108,6 +127,9 @@ class EpochBatchSampler(_PlannedSampler):
         self.rank = rank
         self.world_size = world_size
         self.unbatched = unbatched
+        # Batches yielded carry the indices of the batch this many places later (Batch.ahead),
+        # for the reader to prefetch; 0 yields plain lists. The DataLoader sets it.
+        self.lookahead = 0
         per_rank = n // world_size if drop_last else math.ceil(n / world_size)
         self.samples_per_rank = per_rank
         self._num_batches = per_rank // batch_size if drop_last else math.ceil(per_rank / batch_size)
@@ -134,15 +156,24 @@ class EpochBatchSampler(_PlannedSampler):
         size = self.batch_size
         per_chunk = max(1, _CHUNK_SAMPLES // size)
         finished = False
+        ahead = 0 if self.unbatched else self.lookahead
         for first in range(start, self._num_batches, per_chunk):
             last = min(first + per_chunk, self._num_batches)
-            indices = self._indices(order, first * size, min(last * size, self.samples_per_rank)).tolist()
+            # With lookahead, the chunk's indices run on to the batch its last one names.
+            upto = min(last + ahead, self._num_batches)
+            indices = self._indices(order, first * size, min(upto * size, self.samples_per_rank)).tolist()
             for offset in range(0, (last - first) * size, size):
                 batch = indices[offset : offset + size]
                 if len(batch) < size:  # torch's BatchSampler meets the end while filling it
                     self._finish_generator_epoch()
                     finished = True
-                yield batch[0] if self.unbatched else batch
+                if self.unbatched:
+                    yield batch[0]
+                elif ahead:
+                    later = offset + ahead * size
+                    yield Batch(batch, indices[later : later + size] if later < len(indices) else None)
+                else:
+                    yield batch
         if not finished:  # else it meets the end at the request after the last batch
             self._finish_generator_epoch()
 
@@ -193,3 +224,32 @@ class SkippingBatchSampler(_PlannedSampler):
 
     def __iter__(self) -> Iterator[Any]:
         yield from itertools.islice(self.inner, self.start, None)
+
+
+class SkipableSampler(Sampler):
+    """The reference's skipping wrapper: yields ``sampler``'s batches from batch ``step`` on.
+
+    Kept for scripts that use it directly; ``DataLoader.set_step`` does not walk past the
+    skipped batches as this does. ``len()`` is the number of batches left, as in the
+    reference.
+
+    >>> s = SkipableSampler([[0, 1], [2, 3], [4]])
+    >>> s.set_step(1); list(s), len(s)
+    ([[2, 3], [4]], 2)
+    """
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler = sampler
+        self.step = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        yield from itertools.islice(self.sampler, self.step, None)
+
+    def __len__(self) -> int:
+        return len(self.sampler) - self.step
+
+    def set_step(self, step: int) -> None:
+        self.step = step
+
+    def __repr__(self) -> str:
+        return f"SkipableSampler({self.sampler!r}, step={self.step})"

@@ -1,0 +1,109 @@
+package core
+
+import (
+	"sort"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxPrefetching bounds the prefetches of one Reader running at once; past it, Prefetch
+// drops its hint: a loader asks for its next batch faster than the disk could fetch it.
+const maxPrefetching = 4
+
+// Prefetch starts bringing the samples at indices into the page cache and returns without
+// waiting for them, so that a later ReadBatch of them finds them there: a data loader
+// prefetches a worker's next batch while the current one is processed. The reads are
+// issued to the kernel as readahead of each sample's stored bytes (adjacent samples
+// merged), all at once, so the disk sees them with as much depth as it takes.
+//
+// Prefetch is a hint: it reports only indices out of range and a closed reader; it does
+// nothing for a reader in Direct mode (its reads bypass the page cache), for samples that
+// a few probes find cached already, or while maxPrefetching earlier prefetches of the
+// reader still run. Close waits for the running ones.
+//
+// It returns how many reads it queued: 0 when it did nothing.
+func (r *Reader) Prefetch(indices []uint64) (int, error) {
+	if err := r.acquire(); err != nil {
+		return 0, err
+	}
+	spans := make([]prefetchSpan, 0, len(indices))
+	var cur *batchItem
+	err := withFaultGuard(faultAt(&cur, r.files[0].path), func() error {
+		it := new(batchItem)
+		cur = it
+		for _, index := range indices {
+			fk, local, err := r.locate(index)
+			if err != nil {
+				return err
+			}
+			if err := r.plan(it, r.files[fk], local, r.starts[fk]); err != nil {
+				return err
+			}
+			if it.end > it.off {
+				spans = append(spans, prefetchSpan{file: it.file, off: it.off, end: it.end})
+			}
+		}
+		return nil
+	})
+	if err != nil || r.opts.Direct || r.remote || len(spans) == 0 || cachedSpans(spans) {
+		r.mu.RUnlock()
+		return 0, err
+	}
+	if r.prefetching.Add(1) > maxPrefetching {
+		r.prefetching.Add(-1)
+		r.mu.RUnlock()
+		return 0, nil
+	}
+	// The read lock passes to the goroutine: Close waits for it.
+	go func() {
+		defer r.mu.RUnlock()
+		defer r.prefetching.Add(-1)
+		readahead(spans)
+	}()
+	return len(spans), nil
+}
+
+// prefetchSpan is stored bytes [off, end) of a file.
+type prefetchSpan struct {
+	file     *dataFile
+	off, end uint64
+}
+
+// cachedSpans guesses from a few of the spans whether they are all in the page cache
+// already, as a warm dataset's are: asking the kernel for them again would only cost a
+// system call each.
+func cachedSpans(spans []prefetchSpan) bool {
+	probes := min(probeCount, len(spans))
+	for p := range probes {
+		s := &spans[p*len(spans)/probes]
+		if !pageResident(s.file.data, s.off) {
+			return false
+		}
+	}
+	return true
+}
+
+// readahead asks the kernel to read the spans into the page cache, in file order with
+// adjacent or overlapping spans merged; POSIX_FADV_WILLNEED queues the reads and returns.
+func readahead(spans []prefetchSpan) {
+	sort.Slice(spans, func(a, b int) bool {
+		if spans[a].file != spans[b].file {
+			return spans[a].file.fd < spans[b].file.fd
+		}
+		return spans[a].off < spans[b].off
+	})
+	run := spans[0]
+	for _, s := range spans[1:] {
+		if s.file == run.file && s.off <= run.end {
+			run.end = max(run.end, s.end)
+			continue
+		}
+		adviseWillNeed(run)
+		run = s
+	}
+	adviseWillNeed(run)
+}
+
+func adviseWillNeed(s prefetchSpan) {
+	_ = unix.Fadvise(s.file.fd, int64(s.off), int64(s.end-s.off), unix.FADV_WILLNEED)
+}
