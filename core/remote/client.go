@@ -90,6 +90,7 @@ func newClient(opts Options) (*Client, error) {
 		ResponseHeaderTimeout: opts.timeout(),
 		ForceAttemptHTTP2:     false, // many parallel HTTP/1.1 streams beat one HTTP/2 connection here
 		DisableCompression:    true,  // ranges are of stored bytes
+		ReadBufferSize:        64 << 10,
 	}}
 	return c, nil
 }
