@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/ffrecord/ffrecord/core/internal/engine"
 	"github.com/klauspost/crc32"
 )
 
@@ -288,7 +289,7 @@ func (f *dataFile) rawSizeMismatch(i, stored uint64) error {
 
 // preadFull fills p from offset off of the file.
 func preadFull(f *dataFile, p []byte, off uint64) error {
-	err := preadSpan(&readSpan{fd: f.fd, off: int64(off), buf: p, need: len(p), align: 1})
+	err := engine.ReadFull(f.fd, p, int64(off))
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return errorf(f.path, -1, ErrCorrupt, "file shrank while open: %v", err)
