@@ -8,6 +8,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/ffrecord/ffrecord/core/internal/engine"
 	"github.com/klauspost/crc32"
 )
 
@@ -34,7 +35,7 @@ func (it *batchItem) inPlace() bool { return it.codec == codecRaw && it.end-it.o
 
 type batch struct {
 	items []batchItem
-	reqs  []readRequest
+	reqs  []engine.Request
 }
 
 // maxPooledItems bounds what an idle pooled batch keeps allocated.
@@ -181,7 +182,7 @@ func (r *Reader) readCold(b *batch, dst []byte, direct bool) error {
 		}
 	}
 	scratch := make([]byte, encoded)
-	var buffered []readRequest
+	var buffered []engine.Request
 	for k := range b.items {
 		it := &b.items[k]
 		if it.inPlace() {
@@ -192,13 +193,13 @@ func (r *Reader) readCold(b *batch, dst []byte, direct bool) error {
 		if len(it.src) == 0 {
 			continue
 		}
-		req := readRequest{fd: it.file.fd, off: int64(it.off), buf: it.src}
+		req := engine.Request{FD: it.file.fd, Off: int64(it.off), Buf: it.src}
 		if direct && it.file.directFd < 0 {
 			buffered = append(buffered, req)
 			continue
 		}
 		if direct {
-			req.fd = it.file.directFd
+			req.FD = it.file.directFd
 		}
 		b.reqs = append(b.reqs, req)
 	}
@@ -208,11 +209,11 @@ func (r *Reader) readCold(b *batch, dst []byte, direct bool) error {
 	return readWith(eng, buffered, false)
 }
 
-func readWith(eng engine, reqs []readRequest, direct bool) error {
+func readWith(eng engine.Engine, reqs []engine.Request, direct bool) error {
 	if len(reqs) == 0 {
 		return nil
 	}
-	err := eng.readAll(reqs, direct)
+	err := eng.Read(reqs, direct)
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("%w: a file of the dataset shrank while open: %w", ErrCorrupt, err)
 	}

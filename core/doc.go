@@ -68,6 +68,20 @@
 // layout (one base-format file per field, spec.json, the element table) is specified in
 // docs/structured-datasets.md.
 //
+// # Reading: the format here, the I/O in package engine
+//
+// This package owns everything about the format: opening and validating headers,
+// planning a batch (which file, which bytes, where each sample lands), checking CRCs,
+// decoding, and errors in the format's terms (ErrCorrupt, ErrChecksum, ...). Where the
+// bytes come from is not its concern: a batch found in the page cache is copied from a
+// read-only mapping of each file, and a cold batch, or every batch with
+// ReaderOptions.Direct, is handed as a list of (descriptor, offset, buffer) requests to
+// the internal package engine, which reads them with many in flight (io_uring, Linux AIO
+// or a pread pool, the first the kernel allows, or the one $FFRECORD_ENGINE names;
+// O_DIRECT alignment and bounce buffers included). The engine reports a file that ended
+// before a request was filled as io.ErrUnexpectedEOF, which this package returns as
+// ErrCorrupt.
+//
 // # Writing
 //
 // A Writer streams samples to a temporary file beside the final path, named

@@ -1,22 +1,20 @@
 package core
 
-// readRequest is one positioned read that must fill buf completely from file offset off of
-// the file open as fd.
-type readRequest struct {
-	fd  int
-	off int64
-	buf []byte
-}
+import (
+	"errors"
+	"fmt"
 
-// engine performs many positioned reads with as many in flight as the device rewards.
-// Implementations (io_uring, Linux AIO, a pread pool) are safe for concurrent use.
-type engine interface {
-	// readAll completes every request. A read that hits end of file before filling its
-	// buffer yields an error wrapping io.ErrUnexpectedEOF; any other failure, the OS error.
-	// When direct is true, fds were opened with O_DIRECT and the engine itself rounds each
-	// request out to the device alignment through aligned bounce buffers.
-	readAll(reqs []readRequest, direct bool) error
-	// name says which implementation this is ("io_uring", "aio", "pread").
-	name() string
-	close() error
+	"github.com/ffrecord/ffrecord/core/internal/engine"
+)
+
+// defaultEngine returns the process-wide I/O engine that batches hand their cold reads to.
+func defaultEngine() (engine.Engine, error) { return inCoreTerms(engine.Default()) }
+
+// inCoreTerms passes on the result of creating an engine, reporting a kind that names no
+// engine (a bad $FFRECORD_ENGINE) as ErrInvalid.
+func inCoreTerms(e engine.Engine, err error) (engine.Engine, error) {
+	if errors.Is(err, engine.ErrUnknown) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return e, err
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"testing"
+
+	"github.com/ffrecord/ffrecord/core/internal/engine"
 )
 
 const gib = uint64(1) << 30
@@ -111,9 +113,9 @@ func TestHeaderRecordsOffsetsPastFourGiB(t *testing.T) {
 
 // Samples larger than one system call are split: shrink the limit to see it happen.
 func TestLargeSamplesAreSplit(t *testing.T) {
-	saved := maxChunk
-	maxChunk = 4096
-	defer func() { maxChunk = saved }()
+	saved := engine.MaxChunk
+	engine.MaxChunk = 4096
+	defer func() { engine.MaxChunk = saved }()
 	samples := [][]byte{benchSample(directWriteMin + 12345), benchSample(100)}
 	path := tempPath(t, "big.ffr")
 	writeSamples(t, path, samples, WriterOptions{})

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/ffrecord/ffrecord/core/internal/engine"
 	"github.com/klauspost/crc32"
 )
 
@@ -291,7 +292,7 @@ func preadFull(f *dataFile, p []byte, off uint64) error {
 	if f.remote != nil {
 		return f.fetchInto(p, off)
 	}
-	err := preadSpan(&readSpan{fd: f.fd, off: int64(off), buf: p, need: len(p), align: 1})
+	err := engine.ReadFull(f.fd, p, int64(off))
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return errorf(f.path, -1, ErrCorrupt, "file shrank while open: %v", err)

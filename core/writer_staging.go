@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/ffrecord/ffrecord/core/internal/engine"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,7 +38,7 @@ func copyRange(dst, src *os.File, at, n int64) error {
 	var done int64
 	for done < n {
 		roff, woff := done, at+done
-		c, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), &woff, int(min(n-done, int64(maxChunk))), 0)
+		c, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), &woff, int(min(n-done, int64(engine.MaxChunk))), 0)
 		if err != nil || c == 0 {
 			break
 		}

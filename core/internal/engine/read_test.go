@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ type engineTestFile struct {
 func newEngineTestFile(t testing.TB, size int, seed uint64) *engineTestFile {
 	t.Helper()
 	data := make([]byte, size)
-	fillRandom(rand.New(rand.NewPCG(seed, 1)), data)
+	rand.NewChaCha8([32]byte{byte(seed)}).Read(data)
 	path := filepath.Join(t.TempDir(), "data")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -54,9 +54,9 @@ func (f *engineTestFile) fd(direct bool) int {
 }
 
 // forEachEngine runs body once per engine implementation and mode.
-func forEachEngine(t *testing.T, body func(t *testing.T, e engine, direct bool)) {
+func forEachEngine(t *testing.T, body func(t *testing.T, e Engine, direct bool)) {
 	for _, kind := range engineKinds {
-		e, err := newEngine(kind)
+		e, err := New(kind)
 		if err != nil {
 			t.Errorf("%s unavailable on this machine: %v", kind, err)
 			continue
@@ -64,7 +64,7 @@ func forEachEngine(t *testing.T, body func(t *testing.T, e engine, direct bool))
 		for _, direct := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/direct=%v", kind, direct), func(t *testing.T) { body(t, e, direct) })
 		}
-		if err := e.close(); err != nil {
+		if err := e.Close(); err != nil {
 			t.Errorf("%s: close: %v", kind, err)
 		}
 	}
@@ -72,9 +72,9 @@ func forEachEngine(t *testing.T, body func(t *testing.T, e engine, direct bool))
 
 // engineRandomRequests draws n in-file requests with every awkward shape: empty, one byte,
 // unaligned, spanning pages, ending exactly at end of file, the whole file.
-func engineRandomRequests(rng *rand.Rand, f *engineTestFile, direct bool, n int) []readRequest {
+func engineRandomRequests(rng *rand.Rand, f *engineTestFile, direct bool, n int) []Request {
 	size := len(f.data)
-	reqs := make([]readRequest, n)
+	reqs := make([]Request, n)
 	for i := range reqs {
 		var off, length int
 		switch i % 6 {
@@ -94,28 +94,28 @@ func engineRandomRequests(rng *rand.Rand, f *engineTestFile, direct bool, n int)
 		case 5:
 			length = size
 		}
-		reqs[i] = readRequest{fd: f.fd(direct), off: int64(off), buf: make([]byte, length)}
+		reqs[i] = Request{FD: f.fd(direct), Off: int64(off), Buf: make([]byte, length)}
 	}
 	return reqs
 }
 
-func engineCheckRequests(t *testing.T, f *engineTestFile, reqs []readRequest) {
+func engineCheckRequests(t *testing.T, f *engineTestFile, reqs []Request) {
 	t.Helper()
 	for i, r := range reqs {
-		want := f.data[r.off : r.off+int64(len(r.buf))]
-		if !bytes.Equal(r.buf, want) {
-			t.Fatalf("request %d (offset %d, %d bytes): bytes differ from the file", i, r.off, len(r.buf))
+		want := f.data[r.Off : r.Off+int64(len(r.Buf))]
+		if !bytes.Equal(r.Buf, want) {
+			t.Fatalf("request %d (offset %d, %d bytes): bytes differ from the file", i, r.Off, len(r.Buf))
 		}
 	}
 }
 
 func TestEngineRandomReads(t *testing.T) {
 	f := newEngineTestFile(t, 300_001, 7)
-	forEachEngine(t, func(t *testing.T, e engine, direct bool) {
+	forEachEngine(t, func(t *testing.T, e Engine, direct bool) {
 		rng := rand.New(rand.NewPCG(11, 12))
 		for _, n := range []int{0, 1, 2, 63, 64, 65, 300} {
 			reqs := engineRandomRequests(rng, f, direct, n)
-			if err := e.readAll(reqs, direct); err != nil {
+			if err := e.Read(reqs, direct); err != nil {
 				t.Fatalf("batch of %d: %v", n, err)
 			}
 			engineCheckRequests(t, f, reqs)
@@ -127,16 +127,16 @@ func TestEngineRandomReads(t *testing.T) {
 // of a batch of neighbouring indices, whose O_DIRECT reads share blocks.
 func TestEngineContiguous(t *testing.T) {
 	f := newEngineTestFile(t, 150_003, 13)
-	forEachEngine(t, func(t *testing.T, e engine, direct bool) {
+	forEachEngine(t, func(t *testing.T, e Engine, direct bool) {
 		rng := rand.New(rand.NewPCG(5, 6))
-		var reqs []readRequest
+		var reqs []Request
 		for off := 0; off < len(f.data); {
 			n := min(rng.IntN(3000), len(f.data)-off)
-			reqs = append(reqs, readRequest{fd: f.fd(direct), off: int64(off), buf: make([]byte, n)})
+			reqs = append(reqs, Request{FD: f.fd(direct), Off: int64(off), Buf: make([]byte, n)})
 			off += n
 		}
 		rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
-		if err := e.readAll(reqs, direct); err != nil {
+		if err := e.Read(reqs, direct); err != nil {
 			t.Fatal(err)
 		}
 		engineCheckRequests(t, f, reqs)
@@ -150,18 +150,18 @@ func TestEngineDirectLarge(t *testing.T) {
 	directPiece, directRound = 64<<10, 256<<10
 	defer func() { directPiece, directRound = savedPiece, savedRound }()
 	f := newEngineTestFile(t, 3*directPiece+12_345, 14)
-	forEachEngine(t, func(t *testing.T, e engine, direct bool) {
+	forEachEngine(t, func(t *testing.T, e Engine, direct bool) {
 		if !direct {
 			return
 		}
 		rng := rand.New(rand.NewPCG(7, 8))
 		fd := f.fd(true)
-		reqs := []readRequest{{fd: fd, off: 0, buf: make([]byte, len(f.data))}}
+		reqs := []Request{{FD: fd, Off: 0, Buf: make([]byte, len(f.data))}}
 		for range 2 * directRound / directPiece {
 			n := directPiece/2 + rng.IntN(directPiece)
-			reqs = append(reqs, readRequest{fd: fd, off: int64(rng.IntN(len(f.data) - n)), buf: make([]byte, n)})
+			reqs = append(reqs, Request{FD: fd, Off: int64(rng.IntN(len(f.data) - n)), Buf: make([]byte, n)})
 		}
-		if err := e.readAll(reqs, true); err != nil {
+		if err := e.Read(reqs, true); err != nil {
 			t.Fatal(err)
 		}
 		engineCheckRequests(t, f, reqs)
@@ -172,12 +172,12 @@ func TestEngineDirectLarge(t *testing.T) {
 // reads, as requests over 1 GiB are.
 func TestEngineChunks(t *testing.T) {
 	f := newEngineTestFile(t, 100_000, 8)
-	saved := maxChunk
-	maxChunk = 3 * 4096
-	defer func() { maxChunk = saved }()
-	forEachEngine(t, func(t *testing.T, e engine, direct bool) {
+	saved := MaxChunk
+	MaxChunk = 3 * 4096
+	defer func() { MaxChunk = saved }()
+	forEachEngine(t, func(t *testing.T, e Engine, direct bool) {
 		reqs := engineRandomRequests(rand.New(rand.NewPCG(3, 4)), f, direct, 100)
-		if err := e.readAll(reqs, direct); err != nil {
+		if err := e.Read(reqs, direct); err != nil {
 			t.Fatal(err)
 		}
 		engineCheckRequests(t, f, reqs)
@@ -194,13 +194,13 @@ func TestEnginePastEOF(t *testing.T) {
 		{size + 5000, 100},
 		{0, size + 1},
 	}
-	forEachEngine(t, func(t *testing.T, e engine, direct bool) {
+	forEachEngine(t, func(t *testing.T, e Engine, direct bool) {
 		for _, c := range cases {
-			good := readRequest{fd: f.fd(direct), off: 0, buf: make([]byte, 100)}
+			good := Request{FD: f.fd(direct), Off: 0, Buf: make([]byte, 100)}
 			// A neighbour in the same blocks: O_DIRECT merges it with the bad request.
-			neighbour := readRequest{fd: f.fd(direct), off: size - 100, buf: make([]byte, 90)}
-			bad := readRequest{fd: f.fd(direct), off: int64(c.off), buf: make([]byte, c.length)}
-			err := e.readAll([]readRequest{good, neighbour, bad, good}, direct)
+			neighbour := Request{FD: f.fd(direct), Off: size - 100, Buf: make([]byte, 90)}
+			bad := Request{FD: f.fd(direct), Off: int64(c.off), Buf: make([]byte, c.length)}
+			err := e.Read([]Request{good, neighbour, bad, good}, direct)
 			if !errors.Is(err, io.ErrUnexpectedEOF) {
 				t.Errorf("%d bytes at %d: got %v, want io.ErrUnexpectedEOF", c.length, c.off, err)
 			}
@@ -209,8 +209,8 @@ func TestEnginePastEOF(t *testing.T) {
 }
 
 func TestEngineBadFD(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, e engine, direct bool) {
-		err := e.readAll([]readRequest{{fd: -1, off: 0, buf: make([]byte, 10)}}, direct)
+	forEachEngine(t, func(t *testing.T, e Engine, direct bool) {
+		err := e.Read([]Request{{FD: -1, Off: 0, Buf: make([]byte, 10)}}, direct)
 		if !errors.Is(err, unix.EBADF) {
 			t.Errorf("got %v, want EBADF", err)
 		}
@@ -219,14 +219,14 @@ func TestEngineBadFD(t *testing.T) {
 
 func TestEngineConcurrentCallers(t *testing.T) {
 	f := newEngineTestFile(t, 70_001, 10)
-	forEachEngine(t, func(t *testing.T, e engine, direct bool) {
+	forEachEngine(t, func(t *testing.T, e Engine, direct bool) {
 		var wg sync.WaitGroup
 		for g := range 16 {
 			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(uint64(g), 99))
 				for range 4 {
 					reqs := engineRandomRequests(rng, f, direct, 1+rng.IntN(150))
-					if err := e.readAll(reqs, direct); err != nil {
+					if err := e.Read(reqs, direct); err != nil {
 						t.Error(err)
 						return
 					}
@@ -239,19 +239,19 @@ func TestEngineConcurrentCallers(t *testing.T) {
 }
 
 func TestEngineDefault(t *testing.T) {
-	e, err := defaultEngine()
+	e, err := Default()
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _ := defaultEngine()
+	again, _ := Default()
 	if again != e {
-		t.Error("defaultEngine returned a different engine on the second call")
+		t.Error("Default returned a different engine on the second call")
 	}
-	if want := os.Getenv(engineEnv); want != "" && e.name() != want {
-		t.Errorf("%s=%s but the default engine is %s", engineEnv, want, e.name())
+	if want := os.Getenv(Env); want != "" && e.Name() != want {
+		t.Errorf("%s=%s but the default engine is %s", Env, want, e.Name())
 	}
-	if _, err := newEngine("bogus"); !errors.Is(err, ErrInvalid) {
-		t.Errorf("newEngine(bogus): got %v, want ErrInvalid", err)
+	if _, err := New("bogus"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("New(bogus): got %v, want ErrUnknown", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"os"
@@ -17,12 +17,12 @@ func TestDirectExtentsMergeStraddlingSamples(t *testing.T) {
 	fd := int(f.Fd())
 	align, _ := directAlignment(fd)
 	buf := func(n int64) []byte { return make([]byte, n) }
-	reqs := []readRequest{
-		{fd: fd, off: align + 100, buf: buf(align)},      // straddles blocks 1 and 2
-		{fd: fd, off: 10, buf: buf(align - 10)},          // block 0, up to block 1
-		{fd: fd, off: 2*align + 5, buf: buf(20)},         // inside block 2
-		{fd: fd, off: 40 * align, buf: buf(align + 1)},   // far away: its own span
-		{fd: fd, off: 41*align + 1, buf: buf(align / 2)}, // shares block 41 with the one before
+	reqs := []Request{
+		{FD: fd, Off: align + 100, Buf: buf(align)},      // straddles blocks 1 and 2
+		{FD: fd, Off: 10, Buf: buf(align - 10)},          // block 0, up to block 1
+		{FD: fd, Off: 2*align + 5, Buf: buf(20)},         // inside block 2
+		{FD: fd, Off: 40 * align, Buf: buf(align + 1)},   // far away: its own span
+		{FD: fd, Off: 41*align + 1, Buf: buf(align / 2)}, // shares block 41 with the one before
 	}
 	extents := directExtents(reqs)
 	if len(extents) != 2 {

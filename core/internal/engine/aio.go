@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"fmt"
@@ -33,12 +33,12 @@ type aioEvent struct {
 
 // newAIOEngine uses Linux AIO for O_DIRECT fds only: on buffered fds the kernel completes
 // AIO reads synchronously inside io_submit, one at a time, so the pread pool serves those.
-func newAIOEngine() (engine, error) {
-	pool, err := newQueuePool(8, func() (queue, error) { return newAIOContext(engineDepth) })
+func newAIOEngine() (Engine, error) {
+	pool, err := newQueuePool(8, func() (queue, error) { return newAIOContext(depth) })
 	if err != nil {
 		return nil, err
 	}
-	return &batchEngine{kind: "aio", buffered: newPreadPool(engineDepth), direct: pool}, nil
+	return &batchEngine{kind: "aio", buffered: newPreadPool(depth), direct: pool}, nil
 }
 
 // aioContext is one AIO context with room for depth reads in flight.

@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"fmt"
@@ -31,13 +31,13 @@ func BenchmarkEngine(b *testing.B) {
 		defer f.Close()
 		fds[direct] = int(f.Fd())
 	}
-	engines := map[string]engine{}
+	engines := map[string]Engine{}
 	for _, kind := range engineKinds {
-		e, err := newEngine(kind)
+		e, err := New(kind)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer e.close()
+		defer e.Close()
 		engines[kind] = e
 	}
 	type shape struct {
@@ -57,9 +57,9 @@ func BenchmarkEngine(b *testing.B) {
 			name := fmt.Sprintf("engine=%s/cache=%s/size=%d/direct=%v", kind, sh.cache, size, direct)
 			b.Run(name, func(b *testing.B) {
 				rng := rand.New(rand.NewPCG(1, 2))
-				reqs := make([]readRequest, batch)
+				reqs := make([]Request, batch)
 				for i := range reqs {
-					reqs[i] = readRequest{fd: fds[direct], buf: make([]byte, size)}
+					reqs[i] = Request{FD: fds[direct], Buf: make([]byte, size)}
 				}
 				if !cold {
 					warmPageCache(b, fds[false], fileSize)
@@ -73,9 +73,9 @@ func BenchmarkEngine(b *testing.B) {
 						}
 					}
 					for i := range reqs {
-						reqs[i].off = int64(rng.IntN(fileSize - size))
+						reqs[i].Off = int64(rng.IntN(fileSize - size))
 						if cold {
-							reqs[i].off &^= 4095
+							reqs[i].Off &^= 4095
 						}
 					}
 					b.StartTimer()
@@ -83,7 +83,7 @@ func BenchmarkEngine(b *testing.B) {
 					if kind == "loop" {
 						err = preadLoop(reqs)
 					} else {
-						err = engines[kind].readAll(reqs, direct)
+						err = engines[kind].Read(reqs, direct)
 					}
 					if err != nil {
 						b.Fatal(err)
@@ -105,9 +105,9 @@ func warmPageCache(b *testing.B, fd, size int) {
 	}
 }
 
-func preadLoop(reqs []readRequest) error {
+func preadLoop(reqs []Request) error {
 	for _, r := range reqs {
-		if _, err := unix.Pread(r.fd, r.buf, r.off); err != nil {
+		if _, err := unix.Pread(r.FD, r.Buf, r.Off); err != nil {
 			return err
 		}
 	}
@@ -124,9 +124,9 @@ func writeBenchFile(b *testing.B, size int) string {
 	}
 	defer f.Close()
 	block := make([]byte, 1<<20)
-	rng := rand.New(rand.NewPCG(5, 6))
+	rng := rand.NewChaCha8([32]byte{5, 6})
 	for written := 0; written < size; written += len(block) {
-		fillRandom(rng, block)
+		rng.Read(block)
 		if _, err := f.Write(block); err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"errors"
@@ -46,7 +46,7 @@ func TestEngineFallback(t *testing.T) {
 	for _, c := range cases {
 		t.Run("deny="+c.deny, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestEngineFallback$", "-test.v")
-			cmd.Env = append(os.Environ(), denySyscallsEnv+"="+c.deny, wantEngineEnv+"="+c.want, engineEnv+"=")
+			cmd.Env = append(os.Environ(), denySyscallsEnv+"="+c.deny, wantEngineEnv+"="+c.want, Env+"=")
 			out, err := cmd.CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "--- PASS: TestEngineFallback") {
 				t.Fatalf("child: %v\n%s", err, out)
@@ -61,23 +61,23 @@ func checkFallbackChild(t *testing.T, deny []string, want string) {
 	}
 	for _, name := range deny {
 		kind := fallbackSyscalls[name].engine
-		if _, err := newEngine(kind); !errors.Is(err, unix.ENOSYS) {
-			t.Errorf("%s refused: newEngine(%s) gave %v, want ENOSYS", name, kind, err)
+		if _, err := New(kind); !errors.Is(err, unix.ENOSYS) {
+			t.Errorf("%s refused: New(%s) gave %v, want ENOSYS", name, kind, err)
 		}
 	}
-	e, err := newEngine("")
+	e, err := New("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.close()
-	if e.name() != want {
-		t.Fatalf("with %v refused the engine is %s, want %s", deny, e.name(), want)
+	defer e.Close()
+	if e.Name() != want {
+		t.Fatalf("with %v refused the engine is %s, want %s", deny, e.Name(), want)
 	}
 	f := newEngineTestFile(t, 50_001, 15)
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, direct := range []bool{false, true} {
 		reqs := engineRandomRequests(rng, f, direct, 100)
-		if err := e.readAll(reqs, direct); err != nil {
+		if err := e.Read(reqs, direct); err != nil {
 			t.Fatal(err)
 		}
 		engineCheckRequests(t, f, reqs)

@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"fmt"
@@ -58,6 +58,13 @@ spawn:
 	work()
 	wg.Wait()
 	return first
+}
+
+// ReadFull fills buf from offset off of the file open as fd with blocking pread calls on
+// the calling goroutine: for a single read, where a queue would only add a hand-off. A
+// file that ends first gives an error wrapping io.ErrUnexpectedEOF.
+func ReadFull(fd int, buf []byte, off int64) error {
+	return preadSpan(&readSpan{fd: fd, off: off, buf: buf, need: len(buf), align: 1})
 }
 
 func preadSpan(s *readSpan) error {

@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"fmt"
@@ -95,8 +95,8 @@ type uring struct {
 	pinned   []readSpan // their buffers, kept alive for the kernel
 }
 
-func newUringEngine() (engine, error) {
-	pool, err := newQueuePool(8, func() (queue, error) { return newUring(engineDepth) })
+func newUringEngine() (Engine, error) {
+	pool, err := newQueuePool(8, func() (queue, error) { return newUring(depth) })
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package core
+package engine
 
 import (
 	"cmp"
@@ -61,12 +61,12 @@ type directExtent struct {
 // directExtents splits requests into parts and merges parts whose aligned ranges touch
 // or overlap into extents of at most directPiece bytes (a lone part may exceed it by
 // its rounding).
-func directExtents(reqs []readRequest) []directExtent {
+func directExtents(reqs []Request) []directExtent {
 	var parts []directPart
 	for _, r := range reqs {
-		for done := 0; done < len(r.buf); done += directPiece {
-			n := min(len(r.buf)-done, directPiece)
-			parts = append(parts, directPart{dst: r.buf[done : done+n], fd: r.fd, off: r.off + int64(done)})
+		for done := 0; done < len(r.Buf); done += directPiece {
+			n := min(len(r.Buf)-done, directPiece)
+			parts = append(parts, directPart{dst: r.Buf[done : done+n], fd: r.FD, off: r.Off + int64(done)})
 		}
 	}
 	slices.SortFunc(parts, func(a, b directPart) int {
@@ -102,7 +102,7 @@ func directExtents(reqs []readRequest) []directExtent {
 
 // readDirect performs requests on O_DIRECT fds through aligned bounce buffers, in
 // rounds of at most directRound bytes of bounce memory.
-func readDirect(r spanReader, reqs []readRequest) error {
+func readDirect(r spanReader, reqs []Request) error {
 	extents := directExtents(reqs)
 	for len(extents) > 0 {
 		n, total := 0, 0

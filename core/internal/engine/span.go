@@ -1,14 +1,14 @@
-package core
+package engine
 
 import (
 	"fmt"
 	"io"
 )
 
-// maxChunk caps one read system call (pread, copy_file_range) or ring entry: io_uring and
-// AIO lengths are 32-bit and Linux transfers at most 0x7ffff000 bytes per call, so bigger
-// spans go in several reads. A variable so that tests can shrink it.
-var maxChunk = 1 << 30
+// MaxChunk caps one read or copy system call (pread, copy_file_range) or ring entry:
+// io_uring and AIO lengths are 32-bit and Linux transfers at most 0x7ffff000 bytes per
+// call, so bigger transfers go in several calls. A variable so that tests can shrink it.
+var MaxChunk = 1 << 30
 
 // readSpan is one read as the low-level engines see it. It is complete once buf is full, or
 // once need bytes have arrived and the file has ended (an O_DIRECT read rounded out past
@@ -24,11 +24,11 @@ type readSpan struct {
 }
 
 // bufferedSpans turns requests on ordinary fds into spans, leaving out empty ones.
-func bufferedSpans(reqs []readRequest) []readSpan {
+func bufferedSpans(reqs []Request) []readSpan {
 	spans := make([]readSpan, 0, len(reqs))
 	for _, r := range reqs {
-		if len(r.buf) > 0 {
-			spans = append(spans, readSpan{fd: r.fd, off: r.off, buf: r.buf, need: len(r.buf), align: 1})
+		if len(r.Buf) > 0 {
+			spans = append(spans, readSpan{fd: r.FD, off: r.Off, buf: r.Buf, need: len(r.Buf), align: 1})
 		}
 	}
 	return spans
@@ -37,8 +37,8 @@ func bufferedSpans(reqs []readRequest) []readSpan {
 // next returns the file offset and buffer of the next read of s and notes its length.
 func (s *readSpan) next() (int64, []byte) {
 	b := s.buf[s.done:]
-	if len(b) > maxChunk {
-		b = b[:maxChunk]
+	if len(b) > MaxChunk {
+		b = b[:MaxChunk]
 	}
 	s.chunk = len(b)
 	return s.off + int64(s.done), b
@@ -68,7 +68,7 @@ type spanReader interface {
 	close() error
 }
 
-// batchEngine implements engine on top of one reader for ordinary fds and one for
+// batchEngine implements Engine on top of one reader for ordinary fds and one for
 // O_DIRECT fds (Linux AIO is only asynchronous on the latter).
 type batchEngine struct {
 	kind     string
@@ -76,9 +76,9 @@ type batchEngine struct {
 	direct   spanReader
 }
 
-func (e *batchEngine) name() string { return e.kind }
+func (e *batchEngine) Name() string { return e.kind }
 
-func (e *batchEngine) readAll(reqs []readRequest, direct bool) error {
+func (e *batchEngine) Read(reqs []Request, direct bool) error {
 	if direct {
 		return readDirect(e.direct, reqs)
 	}
@@ -89,7 +89,7 @@ func (e *batchEngine) readAll(reqs []readRequest, direct bool) error {
 	return e.buffered.readSpans(spans)
 }
 
-func (e *batchEngine) close() error {
+func (e *batchEngine) Close() error {
 	err := e.buffered.close()
 	if e.direct != e.buffered {
 		if derr := e.direct.close(); err == nil {
