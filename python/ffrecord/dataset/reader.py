@@ -209,6 +209,11 @@ class DatasetReader(Readable):
     def files(self) -> list[str]:
         return [str(self.directory / field.file) for field in self._fields.values()]
 
+    @property
+    def size(self) -> int:
+        """Bytes of the field files, as their readers found them (local or remote)."""
+        return sum(reader.file_info(0).file_bytes for reader in self._readers.values())
+
     def field_reader(self, name: str) -> FileReader:
         """The ``FileReader`` of one field's file (its samples are the stored values)."""
         return self._readers[name]
@@ -477,6 +482,10 @@ class Routed(Readable):
     @property
     def files(self) -> list[str]:
         return [path for member in self.members for path in member.files]
+
+    @property
+    def size(self) -> int:
+        return sum(member.size for member in self.members)
 
     def close(self) -> None:
         for member in self.members:
