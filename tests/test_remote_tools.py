@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import subprocess
@@ -12,6 +13,12 @@ import pytest
 from ffrecord import FileReader
 from ffrecord.utils import dump
 from remote_fixtures import bucket, keys, s3_endpoint  # noqa: F401 - fixtures
+
+SPEC = {"label": "int", "frames": "bytes[]", "text": "utf8"}
+
+
+def _datapoint(i):
+    return {"label": i, "frames": [b"f%d.%d" % (i, j) for j in range(i % 4)], "text": "t%d" % i}
 
 
 def test_dump_to_an_s3_prefix(bucket):
@@ -56,6 +63,25 @@ def test_cli_reads_urls(bucket, golden, s3_endpoint, monkeypatch):
     info = subprocess.run([sys.executable, "-m", "ffrecord", "info", "--json", f"s3://{name}/multi/"],
                           capture_output=True, text=True, timeout=60, check=True).stdout
     assert "PART_00002.ffr" in info
+
+
+def test_cli_describes_a_sharded_dataset_on_s3(bucket, s3_endpoint, monkeypatch):
+    from ffrecord.dataset import ShardedDatasetWriter
+
+    client, name, opts = bucket
+    with ShardedDatasetWriter(f"s3://{name}/ds/", SPEC, shardlen=4, storage_options=opts) as writer:
+        for i in range(10):
+            writer.append(_datapoint(i))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    done = subprocess.run([sys.executable, "-m", "ffrecord", "info", "--json", f"s3://{name}/ds/"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["kind"], summary["shards"], summary["datapoints"]) == ("sharded", 3, 10)
+    frames = next(f for f in summary["fields"] if f["field"] == "frames")
+    assert frames["elements"] == sum(i % 4 for i in range(10))
+    assert summary["bytes"] == sum(o["Size"] for o in client.list_objects_v2(
+        Bucket=name, Prefix="ds/")["Contents"] if o["Key"].endswith(".ffr"))
 
 
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
@@ -117,13 +143,6 @@ def test_dump_refuses_a_prefix_holding_ffr_objects(bucket, tmp_path):
     dump([b"a", b"b"], f"s3://{name}/free/", nfiles=2, storage_options=opts)
     assert keys(client, name, "free/") == ["free/PART_00000.ffr", "free/PART_00001.ffr",
                                            "free/notes.txt"]
-
-
-def _datapoint(i):
-    return {"label": i, "frames": [b"f%d.%d" % (i, j) for j in range(i % 4)], "text": "t%d" % i}
-
-
-SPEC = {"label": "int", "frames": "bytes[]", "text": "utf8"}
 
 
 def test_structured_dataset_round_trip_through_s3(bucket):

@@ -47,6 +47,8 @@ def dataset_kind(path: Any, storage_options: dict[str, Any] | None = None) -> st
     ``spec.json``), ``"sharded"`` for one whose first shard ``000000`` does, else ``None``."""
     text = os.fsdecode(_remote.local_path(path))
     if _remote.is_url(text):
+        if text[:5].lower() != "s3://":
+            return None  # an HTTP URL names one file: there is nothing to list
         entries = _remote.list_dir(text, storage_options)
         if SPEC_FILE in entries:
             return "dataset"
