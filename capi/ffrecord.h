@@ -292,6 +292,12 @@ int32_t ffr_upload(const char *path, const char *url, const char *options);
 int32_t ffr_fetch_text(const char *url, const char *options, char *buf, size_t len,
                        size_t *needed);
 
+/* Lists what lies directly under the prefix url (s3://bucket/prefix/) into buf,
+ * NUL-terminated: one name a line, each ending in '\n', sorted; objects by their name,
+ * "sub-directories" (longer keys' next segment) by their name followed by '/'. A missing
+ * prefix lists nothing. Buffer protocol as for ffr_fetch_text. */
+int32_t ffr_list(const char *url, const char *options, char *buf, size_t len, size_t *needed);
+
 /* Deletes the object at url (s3://bucket/key); a missing object is FFR_OK. */
 int32_t ffr_remove(const char *url, const char *options);
 

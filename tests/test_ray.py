@@ -16,6 +16,8 @@ from ffrecord.dataset import open_dataset
 
 ray = pytest.importorskip("ray")
 from ffrecord.ray import FFRecordDatasink, read_ffrecord, write_ffrecord  # noqa: E402
+from ffrecord.utils import dump  # noqa: E402
+from remote_fixtures import CREDENTIALS, bucket, s3_endpoint  # noqa: E402, F401 - fixtures
 
 ROWS = 100_000
 
@@ -35,7 +37,9 @@ def payload_batch(batch: dict) -> dict:
 def cluster():
     # Ray's workers cannot import this module: its functions travel by value.
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # The workers sign their S3 requests with the object-storage tests' credentials.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": CREDENTIALS})
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False
     try:
@@ -195,6 +199,27 @@ def test_structured_round_trip_through_sharded_dataset(cluster, tmp_path: Path) 
     assert all(np.array_equal(d["image"], w["image"]) for d, w in zip(read_back, rows))
     labels = read_ffrecord(tmp_path / "ds", mask=["label"]).take_all()
     assert sorted(d["label"] for d in labels) == list(range(60)) and set(labels[0]) == {"label"}
+
+
+def test_read_from_s3_keeps_bytes_and_order(cluster, bucket) -> None:
+    from ffrecord.dataset import ShardedDatasetWriter
+
+    client, name, opts = bucket
+    samples = [payload(i) for i in range(500)]
+    dump(samples, f"s3://{name}/parts/", nfiles=3, storage_options=opts)
+    cluster.execution_options.preserve_order = True
+    try:
+        rows = read_ffrecord(f"s3://{name}/parts/", storage_options=opts,
+                             override_num_blocks=6).take_all()
+        with ShardedDatasetWriter(f"s3://{name}/ds/", {"n": "int", "text": "utf8"}, shardlen=40,
+                                  storage_options=opts) as writer:
+            for i in range(100):
+                writer.append({"n": i, "text": "t%d" % i})
+        fields = read_ffrecord(f"s3://{name}/ds/", storage_options=opts, mask=["n"]).take_all()
+    finally:
+        cluster.execution_options.preserve_order = False
+    assert [row["bytes"] for row in rows] == samples
+    assert [row["n"] for row in fields] == list(range(100)) and set(fields[0]) == {"n"}
 
 
 def as_bytes(batch: list) -> list[bytes]:

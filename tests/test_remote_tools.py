@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import pickle
 import subprocess
 import sys
@@ -11,6 +13,12 @@ import pytest
 from ffrecord import FileReader
 from ffrecord.utils import dump
 from remote_fixtures import bucket, keys, s3_endpoint  # noqa: F401 - fixtures
+
+SPEC = {"label": "int", "frames": "bytes[]", "text": "utf8"}
+
+
+def _datapoint(i):
+    return {"label": i, "frames": [b"f%d.%d" % (i, j) for j in range(i % 4)], "text": "t%d" % i}
 
 
 def test_dump_to_an_s3_prefix(bucket):
@@ -55,6 +63,25 @@ def test_cli_reads_urls(bucket, golden, s3_endpoint, monkeypatch):
     info = subprocess.run([sys.executable, "-m", "ffrecord", "info", "--json", f"s3://{name}/multi/"],
                           capture_output=True, text=True, timeout=60, check=True).stdout
     assert "PART_00002.ffr" in info
+
+
+def test_cli_describes_a_sharded_dataset_on_s3(bucket, s3_endpoint, monkeypatch):
+    from ffrecord.dataset import ShardedDatasetWriter
+
+    client, name, opts = bucket
+    with ShardedDatasetWriter(f"s3://{name}/ds/", SPEC, shardlen=4, storage_options=opts) as writer:
+        for i in range(10):
+            writer.append(_datapoint(i))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    done = subprocess.run([sys.executable, "-m", "ffrecord", "info", "--json", f"s3://{name}/ds/"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["kind"], summary["shards"], summary["datapoints"]) == ("sharded", 3, 10)
+    frames = next(f for f in summary["fields"] if f["field"] == "frames")
+    assert frames["elements"] == sum(i % 4 for i in range(10))
+    assert summary["bytes"] == sum(o["Size"] for o in client.list_objects_v2(
+        Bucket=name, Prefix="ds/")["Contents"] if o["Key"].endswith(".ffr"))
 
 
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
@@ -104,3 +131,83 @@ def test_structured_dataset_reads_from_s3(bucket, tmp_path):
     assert clone[3] == want[3]
     with pytest.raises(Exception, match="spec.json"):
         DatasetReader(f"s3://{name}/nothing/", storage_options=opts)
+
+
+def test_dump_refuses_a_prefix_holding_ffr_objects(bucket, tmp_path):
+    client, name, opts = bucket
+    client.put_object(Bucket=name, Key="taken/old.ffr", Body=b"not ours")
+    client.put_object(Bucket=name, Key="free/notes.txt", Body=b"not a part")
+    with pytest.raises(FileExistsError, match="old.ffr"):
+        dump([b"a", b"b"], f"s3://{name}/taken/", nfiles=2, storage_options=opts)
+    assert keys(client, name, "taken/") == ["taken/old.ffr"]
+    dump([b"a", b"b"], f"s3://{name}/free/", nfiles=2, storage_options=opts)
+    assert keys(client, name, "free/") == ["free/PART_00000.ffr", "free/PART_00001.ffr",
+                                           "free/notes.txt"]
+
+
+def test_structured_dataset_round_trip_through_s3(bucket):
+    from ffrecord.dataset import DatasetReader, DatasetWriter
+
+    client, name, opts = bucket
+    url = f"s3://{name}/ds/"
+    with DatasetWriter(url, SPEC, storage_options=opts) as writer:
+        for i in range(9):
+            writer.append(_datapoint(i))
+    assert keys(client, name) == ["ds/frames.ffr", "ds/label.ffr", "ds/spec.json", "ds/text.ffr"]
+    reader = DatasetReader(url, storage_options=opts)
+    assert [reader[i] for i in range(9)] == [_datapoint(i) for i in range(9)]
+    assert reader.read([7, 3], mask={"frames": range(1, 3), "label": True}) == [
+        {"frames": [b"f7.1", b"f7.2"], "label": 7}, {"frames": [b"f3.1", b"f3.2"], "label": 3}]
+    with pytest.raises(FileExistsError, match="spec.json"):
+        DatasetWriter(url, SPEC, storage_options=opts)
+
+
+def test_sharded_dataset_round_trip_through_s3(bucket):
+    from ffrecord.dataset import ShardedDatasetReader, ShardedDatasetWriter
+
+    client, name, opts = bucket
+    url = f"s3://{name}/sharded"
+    for start in (0, 1):  # two writers, as two processes would be
+        with ShardedDatasetWriter(url, SPEC, shardlen=3, shardstart=start, shardstep=2,
+                                  length=11, storage_options=opts) as writer:
+            for i in range(11):
+                if (i // 3) % 2 == start:
+                    writer.append(_datapoint(i))
+    assert sorted({k.split("/")[1] for k in keys(client, name)}) == ["000000", "000001", "000002",
+                                                                     "000003"]
+    reader = ShardedDatasetReader(url, storage_options=opts)
+    assert (len(reader), reader.shards) == (11, 4)
+    assert reader.read(list(range(10, -1, -1))) == [_datapoint(i) for i in range(10, -1, -1)]
+    assert reader[10, {"frames": slice(1, None)}] == {"frames": [b"f10.1"]}
+    clone = pickle.loads(pickle.dumps(ShardedDatasetReader(url, shardstart=1, shardstep=2,
+                                                           storage_options=opts)))
+    assert [d["label"] for d in clone.read(range(len(clone)))] == [3, 4, 5, 9, 10]
+    with pytest.raises(FileNotFoundError):
+        ShardedDatasetReader(f"s3://{name}/nothing/", storage_options=opts)
+
+
+def test_a_failed_dataset_upload_or_write_leaves_nothing(bucket, monkeypatch):
+    from ffrecord import _remote
+    from ffrecord.dataset import DatasetWriter, ShardedDatasetWriter
+
+    client, name, opts = bucket
+    with pytest.raises(RuntimeError, match="stop"):
+        with ShardedDatasetWriter(f"s3://{name}/aborted/", SPEC, storage_options=opts) as writer:
+            writer.append(_datapoint(0))
+            raise RuntimeError("stop")
+    real, uploads = _remote.upload, []
+
+    def fails_third(local, url, options):
+        uploads.append(url)
+        if len(uploads) == 3:
+            raise OSError("connection lost")
+        real(local, url, options)
+
+    monkeypatch.setattr(_remote, "upload", fails_third)
+    writer = DatasetWriter(f"s3://{name}/failed/", SPEC, storage_options=opts)
+    writer.append(_datapoint(1))
+    with pytest.raises(OSError, match="connection lost"):
+        writer.close()
+    assert uploads[-1].endswith("spec.json") is False and len(uploads) == 3
+    assert keys(client, name) == []
+    assert not os.path.exists(writer._staging)

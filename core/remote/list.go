@@ -17,6 +17,9 @@ type listPage struct {
 	Contents []struct {
 		Key string `xml:"Key"`
 	} `xml:"Contents"`
+	CommonPrefixes []struct {
+		Prefix string `xml:"Prefix"`
+	} `xml:"CommonPrefixes"`
 	IsTruncated           bool   `xml:"IsTruncated"`
 	NextContinuationToken string `xml:"NextContinuationToken"`
 }
@@ -24,18 +27,77 @@ type listPage struct {
 // List returns the URLs of the objects directly under an s3:// prefix whose names end in
 // suffix, sorted by key. Names starting with "." are skipped, as a shell glob would.
 func (c *Client) List(prefixURL, suffix string) ([]string, error) {
-	loc, err := c.locate(prefixURL)
+	loc, prefix, err := c.listLocation(prefixURL)
 	if err != nil {
 		return nil, err
 	}
+	var keys []string
+	err = c.listPages(loc, prefix, func(page *listPage) {
+		for _, obj := range page.Contents {
+			name := path.Base(obj.Key)
+			if strings.HasSuffix(name, suffix) && !strings.HasPrefix(name, ".") {
+				keys = append(keys, obj.Key)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(keys)
+	urls := make([]string, len(keys))
+	for i, k := range keys {
+		urls[i] = "s3://" + loc.bucket + "/" + k
+	}
+	return urls, nil
+}
+
+// Entries returns what lies directly under an s3:// prefix, as a directory listing would:
+// the names of its objects and, followed by "/", of its "sub-directories" (the longer keys'
+// next path segment), sorted. An empty or missing prefix has no entries.
+func (c *Client) Entries(prefixURL string) ([]string, error) {
+	loc, prefix, err := c.listLocation(prefixURL)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	err = c.listPages(loc, prefix, func(page *listPage) {
+		for _, obj := range page.Contents {
+			if name := strings.TrimPrefix(obj.Key, prefix); name != "" {
+				names = append(names, name)
+			}
+		}
+		for _, p := range page.CommonPrefixes {
+			if name := strings.TrimPrefix(p.Prefix, prefix); name != "" && name != "/" {
+				names = append(names, name)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
+// listLocation is the bucket and key prefix (ending in "/" unless empty) listed for prefixURL.
+func (c *Client) listLocation(prefixURL string) (*location, string, error) {
+	loc, err := c.locate(prefixURL)
+	if err != nil {
+		return nil, "", err
+	}
 	if !loc.s3 {
-		return nil, fmt.Errorf("%w: listing %s: only s3:// prefixes can be listed", ErrUnsupported, prefixURL)
+		return nil, "", fmt.Errorf("%w: listing %s: only s3:// prefixes can be listed", ErrUnsupported, prefixURL)
 	}
 	prefix := loc.key
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	var keys []string
+	return loc, prefix, nil
+}
+
+// listPages sends ListObjectsV2 requests (delimiter "/") for prefix until the answer is
+// complete, handing each page to visit.
+func (c *Client) listPages(loc *location, prefix string, visit func(*listPage)) error {
 	token := ""
 	for {
 		q := url.Values{"list-type": {"2"}, "prefix": {prefix}, "delimiter": {"/"}}
@@ -54,23 +116,12 @@ func (c *Client) List(prefixURL, suffix string) ([]string, error) {
 			return xml.Unmarshal(body, &page)
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for _, obj := range page.Contents {
-			name := path.Base(obj.Key)
-			if strings.HasSuffix(name, suffix) && !strings.HasPrefix(name, ".") {
-				keys = append(keys, obj.Key)
-			}
-		}
+		visit(&page)
 		if !page.IsTruncated || page.NextContinuationToken == "" {
-			break
+			return nil
 		}
 		token = page.NextContinuationToken
 	}
-	slices.Sort(keys)
-	urls := make([]string, len(keys))
-	for i, k := range keys {
-		urls[i] = "s3://" + loc.bucket + "/" + k
-	}
-	return urls, nil
 }

@@ -38,3 +38,32 @@ func TestListPagesThroughAPrefixInKeyOrder(t *testing.T) {
 		t.Fatal("listing a plain HTTP URL succeeded")
 	}
 }
+
+func TestEntriesNameObjectsAndSubdirectoriesUnderAPrefix(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Get("prefix") != "ds/" || q.Get("delimiter") != "/" {
+			http.Error(w, "unexpected "+r.URL.String(), 400)
+			return
+		}
+		if q.Get("continuation-token") == "" {
+			fmt.Fprint(w, `<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>t2</NextContinuationToken>
+<Contents><Key>ds/spec.json</Key></Contents><CommonPrefixes><Prefix>ds/000001/</Prefix></CommonPrefixes></ListBucketResult>`)
+			return
+		}
+		fmt.Fprint(w, `<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>ds/</Key></Contents>
+<CommonPrefixes><Prefix>ds/000000/</Prefix></CommonPrefixes></ListBucketResult>`)
+	}))
+	defer srv.Close()
+	c := testClient(t, Options{EndpointURL: srv.URL, Anonymous: true})
+	got, err := c.Entries("s3://bkt/ds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"000000/", "000001/", "spec.json"}; !slices.Equal(got, want) {
+		t.Fatalf("entries %v, want %v", got, want)
+	}
+	if _, err := c.Entries("http://host/ds/"); err == nil {
+		t.Fatal("listing a plain HTTP URL succeeded")
+	}
+}

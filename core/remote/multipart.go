@@ -3,6 +3,8 @@ package remote
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -141,7 +143,41 @@ func (c *Client) uploadParts(loc *location, id string, f *os.File, size, part in
 	if first != nil {
 		return first
 	}
-	return c.completeUpload(loc, id, parts)
+	err := c.completeUpload(loc, id, parts)
+	if err != nil && c.completedDespite(loc, size, parts) {
+		return nil
+	}
+	return err
+}
+
+// completedDespite tells whether a completion that failed (its answer lost, say, and the
+// retry told the upload no longer exists) did complete: the object is there with the
+// uploaded size and the ETag of these parts. S3's multipart ETag is the MD5 of the parts'
+// MD5s followed by "-<parts>"; where the parts' ETags are not MD5s (encrypted buckets,
+// other stores) only the "-<parts>" suffix can be checked.
+func (c *Client) completedDespite(loc *location, size int64, parts []completedPart) bool {
+	got, etag, err := c.Stat(loc.raw)
+	if err != nil || got != size {
+		return false
+	}
+	suffix := "-" + strconv.Itoa(len(parts))
+	if want, ok := multipartETag(parts); ok {
+		return etag == want+suffix
+	}
+	return strings.HasSuffix(etag, suffix)
+}
+
+// multipartETag is the MD5 of the parts' MD5s, in hex; false when a part's ETag is no MD5.
+func multipartETag(parts []completedPart) (string, bool) {
+	h := md5.New()
+	for _, p := range parts {
+		sum, err := hex.DecodeString(strings.Trim(p.ETag, `"`))
+		if err != nil || len(sum) != md5.Size {
+			return "", false
+		}
+		h.Write(sum)
+	}
+	return hex.EncodeToString(h.Sum(nil)), true
 }
 
 func (c *Client) uploadPart(loc *location, id string, f *os.File, k int, part, size int64, buf []byte, done *completedPart) error {

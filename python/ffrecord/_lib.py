@@ -86,6 +86,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_upload": [c_char_p, c_char_p, c_char_p],
     "ffr_remove": [c_char_p, c_char_p],
     "ffr_fetch_text": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
+    "ffr_list": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_reader_len": [c_int64, _u64p],
     "ffr_reader_nfiles": [c_int64, _u64p],
     "ffr_reader_fname": [c_int64, c_uint64, c_char_p, c_size_t, _sizep],

@@ -18,11 +18,13 @@ import os
 import shutil
 import tempfile
 import urllib.parse
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 from . import _lib
 
 _SCHEMES = ("s3://", "http://", "https://")
+_UPLOADS = 4  # files uploaded at once (each upload is itself parallel for a large file)
 _ENV_PREFIXES = ("AWS_", "FFRECORD_CACHE_DIR", "FFRECORD_REMOTE_")
 #: The options the core accepts (``capi/ffrecord.h``, ``ffr_reader_open_options``).
 OPTION_NAMES = frozenset({"endpoint_url", "region", "profile", "anonymous", "virtual_hosted",
@@ -87,6 +89,39 @@ def upload(local: str, url: str, options: dict[str, Any] | None) -> None:
 def remove(url: str, options: dict[str, Any] | None) -> None:
     """Deletes the object at ``url``; a missing one is not an error."""
     _lib.check(_lib.current().dll.ffr_remove(url.encode(), encode_options(options)))
+
+
+def list_dir(url: str, options: dict[str, Any] | None) -> list[str]:
+    """What lies directly under the prefix ``url``, sorted: object names, and the names of
+    "sub-directories" followed by ``/``. A missing prefix lists nothing."""
+    dll = _lib.current().dll
+    text = _lib.copy_text(dll.ffr_list, url.encode(), encode_options(options)).decode("utf-8")
+    return text.splitlines()
+
+
+def upload_all(pairs: list[tuple[str, str]], options: dict[str, Any] | None,
+               last: list[tuple[str, str]] = ()) -> None:
+    """Uploads ``(local path, url)`` pairs a few at a time, then the ``last`` ones (a file
+    whose presence says the rest is complete). When one fails, every target is deleted
+    again, so nothing of a failed upload is left to look complete."""
+    targets = [url for _, url in [*pairs, *last]]
+    try:
+        for group in (pairs, last):
+            with ThreadPoolExecutor(max_workers=_UPLOADS) as pool:
+                futures = [pool.submit(upload, path, url, options) for path, url in group]
+                wait(futures, return_when=FIRST_EXCEPTION)
+                for f in futures:
+                    f.cancel()
+                for f in futures:
+                    if not f.cancelled() and f.exception() is not None:
+                        raise f.exception()
+    except BaseException:
+        for url in targets:
+            try:
+                remove(url, options)
+            except OSError:
+                pass  # the upload's error is the one to report
+        raise
 
 
 def join(prefix: str, name: str) -> str:

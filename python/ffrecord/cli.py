@@ -225,7 +225,7 @@ def _summarize_dataset(path: str) -> Dict:
         for name, spec in dataset.spec.items():
             field = shards[0].fields[name]
             entry = {"field": name, "type": spec, "datapoints": len(dataset),
-                     "bytes": sum(os.path.getsize(Path(s.directory) / field.file) for s in shards),
+                     "bytes": sum(s.field_reader(name).file_info(0).file_bytes for s in shards),
                      "compression": field.compression or "none"}
             if field.sequence:
                 entry["elements"] = sum(int(s.element_counts(name).sum()) for s in shards)
@@ -239,7 +239,8 @@ def _raw_decoders(path: str, kind: Optional[str]) -> Dict[str, Any]:
     from .dataset.reader import shard_directories
     from .dataset.spec import read_spec
 
-    first = Path(path) if kind == "dataset" else shard_directories(Path(path))[0]
+    folder = _remote.as_path(path)
+    first = folder if kind == "dataset" else shard_directories(folder)[0]
     return {field.type: bytes for field in read_spec(first)[0].values()}
 
 

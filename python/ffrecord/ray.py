@@ -249,20 +249,23 @@ class FFRecordDatasource(Datasource):
     ``read_ffrecord``."""
 
     def __init__(self, paths: Any, *, check_data: bool = True, mask: Any = None,
-                 decoders: Mapping[str, Callable] | None = None) -> None:
+                 decoders: Mapping[str, Callable] | None = None,
+                 storage_options: dict[str, Any] | None = None) -> None:
         self.check_data = bool(check_data)
         self.mask = mask
         self.decoders = decoders
-        self.structured = _structured_path(paths)
+        self.storage_options = storage_options
+        self.structured = _structured_path(paths, storage_options)
         if self.structured is not None:
-            with open_dataset(self.structured, decoders, check_data=self.check_data) as reader:
+            with open_dataset(self.structured, decoders, check_data=self.check_data,
+                              storage_options=storage_options) as reader:
                 self._pieces = [(self.structured, len(reader), reader.size)]
                 self.fields = list(_selected_fields(reader, mask))
         else:
             if mask is not None or decoders is not None:
                 raise ValueError("mask= and decoders= apply to structured datasets; "
                                  f"{paths!r} is not one")
-            with FileReader(paths, check_data=False) as reader:
+            with FileReader(paths, check_data=False, storage_options=storage_options) as reader:
                 infos = [reader.file_info(k) for k in range(len(reader.fnames))]
             self._pieces = [(info.path, info.samples, info.data_bytes) for info in infos]
             self.fields = [BYTES_COLUMN]
@@ -285,7 +288,8 @@ class FFRecordDatasource(Datasource):
                                          size_bytes=int(average * (stop - start)),
                                          exec_stats=None, input_files=[path])
                 read = _read_structured if self.structured is not None else _read_bytes
-                task_args = (path, start, stop, average, self.check_data, self.mask, self.decoders)
+                task_args = (path, start, stop, average, self.check_data, self.mask, self.decoders,
+                             self.storage_options)
                 tasks.append(ReadTask(_bind(read, task_args), metadata,
                                       per_task_row_limit=per_task_row_limit))
         return tasks
@@ -302,8 +306,8 @@ def _bind(read: Callable, args: tuple) -> Callable[[], Iterable[Block]]:
     return lambda: read(*args)
 
 
-def _structured_path(paths: Any) -> str | None:
-    """The path, when ``paths`` is one local directory holding a structured dataset."""
+def _structured_path(paths: Any, storage_options: dict[str, Any] | None) -> str | None:
+    """The path, when ``paths`` is one directory (or prefix) holding a structured dataset."""
     if isinstance(paths, (list, tuple)):
         if len(paths) != 1:
             return None
@@ -311,9 +315,9 @@ def _structured_path(paths: Any) -> str | None:
     if not isinstance(paths, (str, os.PathLike)):
         return None
     text = _paths.fspath(paths)
-    if "://" in text:  # a URL: FileReader decides what it holds
+    if "://" in text and not text[:5].lower() == "s3://":  # only s3:// prefixes can be listed
         return None
-    return text if dataset_kind(text) is not None else None
+    return text if dataset_kind(text, storage_options) is not None else None
 
 
 def _selected_fields(reader: Any, mask: Any) -> Iterable[str]:
@@ -327,8 +331,9 @@ def _batches(start: int, stop: int, average: float) -> Iterable[tuple[int, int]]
 
 
 def _read_bytes(path: str, start: int, stop: int, average: float, check_data: bool,
-                *_: Any) -> Iterable[Block]:
-    with FileReader(path, check_data=check_data) as reader:
+                mask: Any = None, decoders: Any = None,
+                storage_options: dict[str, Any] | None = None) -> Iterable[Block]:
+    with FileReader(path, check_data=check_data, storage_options=storage_options) as reader:
         for first, last in _batches(start, stop, average):
             buf, offsets = reader.read_batch(np.arange(first, last, dtype=np.uint64))
             # The read buffer and offsets become the Arrow column as they are: no copy.
@@ -339,8 +344,9 @@ def _read_bytes(path: str, start: int, stop: int, average: float, check_data: bo
 
 
 def _read_structured(path: str, start: int, stop: int, average: float, check_data: bool,
-                     mask: Any, decoders: Any) -> Iterable[Block]:
-    with open_dataset(path, decoders, check_data=check_data) as reader:
+                     mask: Any, decoders: Any, storage_options: dict[str, Any] | None) -> Iterable[Block]:
+    with open_dataset(path, decoders, check_data=check_data,
+                      storage_options=storage_options) as reader:
         for first, last in _batches(start, stop, average):
             datapoints = reader.read(np.arange(first, last), mask)
             names = datapoints[0].keys()
@@ -368,14 +374,15 @@ def _column(values: list[Any]) -> np.ndarray:
 def read_ffrecord(paths: Any, *, check_data: bool = True, mask: Any = None,
                   decoders: Mapping[str, Callable] | None = None,
                   override_num_blocks: int | None = None,
-                  concurrency: int | None = None) -> ray.data.Dataset:
+                  concurrency: int | None = None,
+                  storage_options: dict[str, Any] | None = None) -> ray.data.Dataset:
     """Reads FFRecord files as a ``ray.data.Dataset``.
 
     ``paths`` is what ``FileReader`` takes (a file, a list of files, a directory of
-    ``*.ffr``; URLs are passed to it as they are): rows are ``{"bytes": sample}``, in file
-    order. A local directory holding a structured dataset (``ffrecord.dataset``, sharded or
-    not) gives rows with its fields instead (``mask`` selects fields, ``decoders`` as for
-    ``DatasetReader``).
+    ``*.ffr``; URLs too, with ``storage_options`` as for ``FileReader``): rows are
+    ``{"bytes": sample}``, in file order. A directory (or ``s3://`` prefix) holding a
+    structured dataset (``ffrecord.dataset``, sharded or not) gives rows with its fields
+    instead (``mask`` selects fields, ``decoders`` as for ``DatasetReader``).
 
     Read tasks are ranges of samples of one file, so a few large files still read in
     parallel; ``override_num_blocks`` sets how many (Ray decides by default). Each range is
@@ -384,6 +391,7 @@ def read_ffrecord(paths: Any, *, check_data: bool = True, mask: Any = None,
     >>> read_ffrecord("train_ffr/").count()                    # doctest: +SKIP
     100000
     """
-    source = FFRecordDatasource(paths, check_data=check_data, mask=mask, decoders=decoders)
+    source = FFRecordDatasource(paths, check_data=check_data, mask=mask, decoders=decoders,
+                                storage_options=storage_options)
     return ray.data.read_datasource(source, override_num_blocks=override_num_blocks,
                                     concurrency=concurrency)

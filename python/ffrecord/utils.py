@@ -17,7 +17,7 @@ import os
 import pickle
 import time
 import warnings
-from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
@@ -33,7 +33,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 # enough to cost nothing next to a write, frequent enough to stop and redraw promptly.
 _CHECK_EVERY = 64
 _REPORT_SECONDS = 0.2
-_UPLOADS = 4  # parts of a dump uploaded at once (each upload is itself parallel)
 
 
 class _Cancelled(Exception):
@@ -66,7 +65,8 @@ def dump(
         fname: output file (``nfiles == 1``) or folder; or an ``s3://`` URL of the file or
             prefix, in which case the parts are written to a local staging directory, then
             uploaded (each object appears only when its upload completes, and when any part
-            fails every part already uploaded is deleted).
+            fails every part already uploaded is deleted). A prefix that already holds
+            ``.ffr`` objects is refused with ``FileExistsError`` before anything is written.
         nfiles: number of output files.
         verbose: show a progress bar.
         compression: ``None``, ``"lz4"`` or ``"zstd"`` (see :class:`ffrecord.FileWriter`).
@@ -91,6 +91,8 @@ def dump(
     fname = _remote.local_path(fname)
     if _remote.is_url(fname):
         _remote.encode_options(storage_options)  # bad options fail before any work
+        if nfiles > 1:
+            _refuse_taken_prefix(os.fsdecode(fname), storage_options)
         staging = _remote.Staging(os.fsdecode(fname))
         try:
             dump(dataset, staging.path, nfiles, verbose, compression=compression,
@@ -132,28 +134,25 @@ def dump(
         raise
 
 
+def _refuse_taken_prefix(url: str, storage_options: Optional[dict]) -> None:
+    """``FileExistsError`` when the prefix ``url`` already holds ``.ffr`` objects: they would
+    be read as part of the dataset, or be overwritten and then deleted by a failed dump."""
+    taken = [name for name in _remote.list_dir(url, storage_options)
+             if name.endswith(".ffr") and not name.startswith(".")]
+    if taken:
+        raise FileExistsError(
+            f"{url} already holds {len(taken)} .ffr object(s) (e.g. {taken[0]}); a dump needs "
+            "a prefix without any: remove them or choose another prefix")
+
+
 def _upload_dump(local: str, url: str, nfiles: int, storage_options: Optional[dict]) -> None:
-    """Uploads a dump staged at ``local``, a few files at a time; when one fails, deletes
-    the ones already uploaded, so that no part of a failed dump is left to look complete."""
+    """Uploads a dump staged at ``local``; when one part fails, every part is deleted
+    again, so that no part of a failed dump is left to look complete."""
     if nfiles == 1:
         _remote.upload(local, url, storage_options)
         return
     pairs = [(str(p), _remote.join(url, p.name)) for p in sorted(Path(local).glob("*.ffr"))]
-    with ThreadPoolExecutor(max_workers=_UPLOADS) as pool:
-        futures = [pool.submit(_remote.upload, path, target, storage_options)
-                   for path, target in pairs]
-        wait(futures, return_when=FIRST_EXCEPTION)
-        failed = next((f for f in futures if f.done() and f.exception()), None)
-        if failed is None:
-            return
-        for f in futures:
-            f.cancel()
-    for _, target in pairs:
-        try:
-            _remote.remove(target, storage_options)
-        except OSError:
-            pass  # the upload's error below is the one to report
-    raise failed.exception()
+    _remote.upload_all(pairs, storage_options)
 
 
 def _split(n: int, nfiles: int) -> List[Tuple[int, int]]:

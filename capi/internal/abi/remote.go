@@ -2,6 +2,7 @@ package abi
 
 import (
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/ffrecord/ffrecord/core/remote"
@@ -82,6 +83,32 @@ func FetchText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Poi
 		return fail(err)
 	}
 	return copyText(string(data), buf, size, needed)
+}
+
+// ListEntries implements ffr_list.
+func ListEntries(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_list"
+	if url == nil || needed == nil {
+		return failf(StatusInvalid, fn+": url or needed is NULL")
+	}
+	opts, err := storageOptions(fn, options)
+	if err != nil {
+		return fail(err)
+	}
+	client, err := remote.For(opts)
+	if err != nil {
+		return failf(StatusInvalid, fmt.Sprintf("%s: %v", fn, err))
+	}
+	names, err := client.Entries(cString(url))
+	if err != nil {
+		return fail(err)
+	}
+	text := strings.Join(names, "\n")
+	if len(names) > 0 {
+		text += "\n"
+	}
+	return copyText(text, buf, size, needed)
 }
 
 // storageOptions parses the JSON options of a call (NULL: the defaults).

@@ -19,9 +19,11 @@ on-disk layout is specified in ``docs/structured-datasets.md``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+from .. import _remote
 from .codecs import BUILTIN as BUILTIN_CODECS
 from .errors import (CodecError, CorruptDatasetError, DatapointError, DatasetError,
                      IncompleteDatasetError, MaskError, MissingDependencyError,
@@ -40,10 +42,21 @@ __all__ = [
 ]
 
 
-def dataset_kind(path: Any) -> str | None:
-    """``"dataset"`` for a directory holding a dataset (its ``spec.json``), ``"sharded"``
-    for one whose first shard ``000000`` does, else ``None``."""
-    folder = Path(path)
+def dataset_kind(path: Any, storage_options: dict[str, Any] | None = None) -> str | None:
+    """``"dataset"`` for a directory (or ``s3://`` prefix) holding a dataset (its
+    ``spec.json``), ``"sharded"`` for one whose first shard ``000000`` does, else ``None``."""
+    text = os.fsdecode(_remote.local_path(path))
+    if _remote.is_url(text):
+        if text[:5].lower() != "s3://":
+            return None  # an HTTP URL names one file: there is nothing to list
+        entries = _remote.list_dir(text, storage_options)
+        if SPEC_FILE in entries:
+            return "dataset"
+        if "000000/" in entries and SPEC_FILE in _remote.list_dir(_remote.join(text, "000000"),
+                                                                   storage_options):
+            return "sharded"
+        return None
+    folder = Path(text)
     if (folder / SPEC_FILE).is_file():
         return "dataset"
     if (folder / "000000" / SPEC_FILE).is_file():
@@ -53,7 +66,7 @@ def dataset_kind(path: Any) -> str | None:
 
 def open_dataset(path: Any, decoders: Any = None, **options: Any) -> Readable:
     """A ``DatasetReader`` or ``ShardedDatasetReader`` for ``path``, whichever it holds."""
-    kind = dataset_kind(path)
+    kind = dataset_kind(path, options.get("storage_options"))
     if kind == "sharded":
         return ShardedDatasetReader(path, decoders, **options)
     return DatasetReader(path, decoders, **options)

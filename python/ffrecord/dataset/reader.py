@@ -209,6 +209,11 @@ class DatasetReader(Readable):
     def files(self) -> list[str]:
         return [str(self.directory / field.file) for field in self._fields.values()]
 
+    @property
+    def size(self) -> int:
+        """Bytes of the field files, as their readers found them (local or remote)."""
+        return sum(reader.file_info(0).file_bytes for reader in self._readers.values())
+
     def field_reader(self, name: str) -> FileReader:
         """The ``FileReader`` of one field's file (its samples are the stored values)."""
         return self._readers[name]
@@ -478,6 +483,10 @@ class Routed(Readable):
     def files(self) -> list[str]:
         return [path for member in self.members for path in member.files]
 
+    @property
+    def size(self) -> int:
+        return sum(member.size for member in self.members)
+
     def close(self) -> None:
         for member in self.members:
             member.close()
@@ -502,8 +511,9 @@ class ShardedDatasetReader(Routed):
 
     def __init__(self, directory: Any, decoders: Mapping[str, Callable] | None = None,
                  shardstart: int = 0, shardstep: int = 1, cache_keys: Any = (), *,
-                 check_data: bool = True) -> None:
-        self.directory = Path(os.fsdecode(directory))
+                 check_data: bool = True, storage_options: dict[str, Any] | None = None) -> None:
+        self.directory = _remote.as_path(directory, storage_options)
+        self.storage_options = storage_options
         self.decoders, self.cache_keys, self.check_data = decoders, tuple(cache_keys), check_data
         self.shardstart, self.shardstep = shardstart, shardstep
         if shardstart < 0 or shardstep < 1:
@@ -516,7 +526,8 @@ class ShardedDatasetReader(Routed):
         self.members = []
         try:
             for shard in chosen:
-                member = DatasetReader(shard, decoders, cache_keys, check_data=check_data)
+                member = DatasetReader(shard, decoders, cache_keys, check_data=check_data,
+                                       storage_options=storage_options)
                 self.members.append(member)
                 if member.spec != self.members[0].spec:
                     raise SpecError(f"{shard}: spec {member.spec} differs from {chosen[0]}'s "
@@ -541,25 +552,33 @@ class ShardedDatasetReader(Routed):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _reopen_sharded, (str(self.directory), self.decoders, self.shardstart, self.shardstep,
-                                 self.cache_keys, self.check_data)
+                                 self.cache_keys, self.check_data, self.storage_options)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, shards={self.shards}) n={len(self)}"
 
 
 def _reopen_sharded(directory: str, decoders: Any, shardstart: int, shardstep: int,
-                    cache_keys: tuple, check_data: bool) -> ShardedDatasetReader:
+                    cache_keys: tuple, check_data: bool,
+                    storage_options: dict[str, Any] | None = None) -> ShardedDatasetReader:
     return ShardedDatasetReader(directory, decoders, shardstart, shardstep, cache_keys,
-                                check_data=check_data)
+                                check_data=check_data, storage_options=storage_options)
 
 
-def shard_directories(directory: Path) -> list[Path]:
-    """The shard directories of a sharded dataset, in order; ``IncompleteDatasetError`` when
-    their numbers do not run 0, 1, 2, ... without a gap."""
-    if not directory.is_dir():
+def shard_directories(directory: Any) -> list[Any]:
+    """The shard directories of a sharded dataset (a ``Path``, or a ``RemotePath`` whose
+    "sub-directories" the core lists), in order; ``IncompleteDatasetError`` when their
+    numbers do not run 0, 1, 2, ... without a gap."""
+    if isinstance(directory, _remote.RemotePath):
+        entries = _remote.list_dir(directory.url, directory.storage_options)
+        if not entries:
+            raise FileNotFoundError(f"{directory}: no such prefix")
+        found = [directory / name[:-1] for name in entries if name.endswith("/")]
+    elif not directory.is_dir():
         raise FileNotFoundError(f"{directory}: no such directory")
-    shards = sorted((p for p in directory.iterdir() if p.is_dir() and p.name.isdigit()),
-                    key=lambda p: int(p.name))
+    else:
+        found = [p for p in directory.iterdir() if p.is_dir()]
+    shards = sorted((p for p in found if p.name.isdigit()), key=lambda p: int(p.name))
     for number, shard in enumerate(shards):
         if int(shard.name) != number:
             raise IncompleteDatasetError(f"{directory}: shard {number} is missing (found {shard.name})")

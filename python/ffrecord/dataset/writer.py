@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import _remote
 from ..writer import ClosesOrAborts, FileWriter
 from . import codecs, sequence
 from .errors import CodecError, DatapointError
@@ -33,6 +35,13 @@ class DatasetWriter(ClosesOrAborts):
     place, where an unknown count stages the data and copies it behind the header at
     ``close`` (one more pass over the data on disk).
 
+    ``directory`` may be an ``s3://bucket/prefix/`` URL (with ``storage_options`` as for
+    ``FileWriter``): the dataset is then written to a local staging directory and uploaded
+    by ``close()``, the field files first and ``spec.json`` last, so the prefix never holds
+    a dataset a reader accepts before all its files are there. A failed upload deletes the
+    objects already uploaded; an exception in the ``with`` block or ``abort()`` uploads
+    nothing.
+
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "ds")
     >>> with DatasetWriter(path, {"text": "utf8", "tokens": "int[]"}) as writer:
@@ -43,11 +52,22 @@ class DatasetWriter(ClosesOrAborts):
     """
 
     def __init__(self, directory: Any, spec: Mapping[str, str],
-                 encoders: Mapping[str, Callable] | None = None, *, length: int | None = None) -> None:
+                 encoders: Mapping[str, Callable] | None = None, *, length: int | None = None,
+                 storage_options: dict[str, Any] | None = None) -> None:
         self._writers: dict[str, FileWriter] = {}
-        self.directory = Path(os.fsdecode(directory))
+        self._staging: str | None = None
+        self.storage_options = storage_options
+        location = os.fsdecode(_remote.local_path(directory))
+        self.url = location if _remote.is_url(location) else None
         self._fields = parse_spec(spec)
         self._encoders = codecs.resolve(self._fields, encoders, "encode")
+        if self.url is not None:
+            _remote.check_writable(self.url)
+            if SPEC_FILE in _remote.list_dir(self.url, storage_options):
+                raise FileExistsError(f"{self.url}: already holds a dataset ({SPEC_FILE})")
+            self._staging = tempfile.mkdtemp(prefix="ffrecord-upload-")
+            location = os.path.join(self._staging, "dataset")
+        self.directory = Path(location)
         if (self.directory / SPEC_FILE).exists():
             raise FileExistsError(f"{self.directory}: already holds a dataset ({SPEC_FILE})")
         self._created = not self.directory.exists()
@@ -127,8 +147,9 @@ class DatasetWriter(ClosesOrAborts):
                               for k, element in enumerate(value)])
 
     def close(self) -> None:
-        """Completes the field files, then writes ``spec.json``. On any failure nothing is
-        left that looks like a dataset (the field files already in place are removed)."""
+        """Completes the field files, then writes ``spec.json`` (for a URL: uploads them,
+        ``spec.json`` last). On any failure nothing is left that looks like a dataset (the
+        field files already in place, or uploaded, are removed)."""
         if self._closed:
             return
         self._closed = True
@@ -138,9 +159,20 @@ class DatasetWriter(ClosesOrAborts):
                 for future in [pool.submit(w.close) for w in self._writers.values()]:
                     future.result()
             write_spec(self.directory, self._fields, self._length)
+            if self.url is not None:
+                self._upload()
         except BaseException:
             self._discard()
             raise
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+
+    def _upload(self) -> None:
+        def pair(name: str) -> tuple[str, str]:
+            return str(self.directory / name), _remote.join(self.url, name)
+
+        _remote.upload_all([pair(field.file) for field in self._fields.values()],
+                           self.storage_options, last=[pair(SPEC_FILE)])
 
     def abort(self) -> None:
         """Discards everything written; a directory this writer created is removed."""
@@ -153,7 +185,9 @@ class DatasetWriter(ClosesOrAborts):
                 _remove(self.directory / self._fields[name].file)
             else:
                 writer.abort()
-        if self._created:
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+        elif self._created:
             shutil.rmtree(self.directory, ignore_errors=True)
         else:
             sync_directory(self.directory)
@@ -163,7 +197,7 @@ class DatasetWriter(ClosesOrAborts):
         return self._closed
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({str(self.directory)!r}, {self.spec}) n={self._length}"
+        return f"{type(self).__name__}({self.url or str(self.directory)!r}, {self.spec}) n={self._length}"
 
 
 def _checked(encode: Callable, value: Any, field: Field, index: int, element: int | None) -> Any:
@@ -217,6 +251,10 @@ class ShardedDatasetWriter(ClosesOrAborts):
     together): each shard's count follows, and shards are written in place (see
     ``DatasetWriter``).
 
+    ``directory`` may be an ``s3://bucket/prefix/`` URL (with ``storage_options``): each
+    shard is staged locally and uploaded, all or nothing, when it is complete (see
+    ``DatasetWriter``), so the staging disk holds one shard at a time.
+
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "sharded")
     >>> with ShardedDatasetWriter(path, {"n": "int"}, shardlen=2) as writer:
@@ -228,14 +266,18 @@ class ShardedDatasetWriter(ClosesOrAborts):
 
     def __init__(self, directory: Any, spec: Mapping[str, str],
                  encoders: Mapping[str, Callable] | None = None, shardlen: int | None = None,
-                 shardstart: int = 0, shardstep: int = 1, *, length: int | None = None) -> None:
+                 shardstart: int = 0, shardstep: int = 1, *, length: int | None = None,
+                 storage_options: dict[str, Any] | None = None) -> None:
         if shardlen is not None and shardlen < 1:
             raise ValueError(f"shardlen must be at least 1, got {shardlen}")
         if shardstart < 0 or shardstep < 1:
             raise ValueError(f"need shardstart >= 0 and shardstep >= 1, got {shardstart}, {shardstep}")
         if shardlen is None and (shardstart, shardstep) != (0, 1):
             raise ValueError("several writers (shardstart, shardstep) need a shardlen")
-        self.directory = Path(os.fsdecode(directory))
+        self.directory = _remote.as_path(directory, storage_options)
+        if _remote.is_url(str(self.directory)):
+            _remote.check_writable(str(self.directory))
+        self.storage_options = storage_options
         self._fields = parse_spec(spec)
         codecs.resolve(self._fields, encoders, "encode")  # fails now rather than at the first append
         self._encoders = encoders
@@ -246,7 +288,8 @@ class ShardedDatasetWriter(ClosesOrAborts):
         self._writer: DatasetWriter | None = None
         self._done_shards = self._done_length = self._done_size = 0
         self._closed = False
-        self.directory.mkdir(parents=True, exist_ok=True)
+        if isinstance(self.directory, Path):
+            self.directory.mkdir(parents=True, exist_ok=True)
 
     @property
     def spec(self) -> dict[str, str]:
@@ -271,7 +314,8 @@ class ShardedDatasetWriter(ClosesOrAborts):
             raise ValueError(f"I/O operation on closed {type(self).__name__}")
         if self._writer is None:
             self._writer = DatasetWriter(self.directory / shard_name(self._next_shard), self.spec,
-                                         self._encoders, length=self._shard_length(self._next_shard))
+                                         self._encoders, length=self._shard_length(self._next_shard),
+                                         storage_options=self.storage_options)
         index = len(self)
         self._writer.append(datapoint)
         if len(self._writer) in (self.shardlen, self._writer._expected):
