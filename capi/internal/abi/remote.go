@@ -21,13 +21,9 @@ func Upload(path, url, options unsafe.Pointer) (status int32) {
 	if path == nil || url == nil {
 		return failf(StatusInvalid, fn+": path or url is NULL")
 	}
-	opts, err := storageOptions(fn, options)
-	if err != nil {
-		return fail(err)
-	}
-	client, err := remote.For(opts)
-	if err != nil {
-		return failf(StatusInvalid, fmt.Sprintf("%s: %v", fn, err))
+	client, status := clientFor(fn, options)
+	if client == nil {
+		return status
 	}
 	if err := client.Upload(cString(path), cString(url)); err != nil {
 		return fail(err)
@@ -42,13 +38,9 @@ func Remove(url, options unsafe.Pointer) (status int32) {
 	if url == nil {
 		return failf(StatusInvalid, fn+": url is NULL")
 	}
-	opts, err := storageOptions(fn, options)
-	if err != nil {
-		return fail(err)
-	}
-	client, err := remote.For(opts)
-	if err != nil {
-		return failf(StatusInvalid, fmt.Sprintf("%s: %v", fn, err))
+	client, status := clientFor(fn, options)
+	if client == nil {
+		return status
 	}
 	if err := client.Delete(cString(url)); err != nil {
 		return fail(err)
@@ -66,13 +58,9 @@ func FetchText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Poi
 	if url == nil || needed == nil {
 		return failf(StatusInvalid, fn+": url or needed is NULL")
 	}
-	opts, err := storageOptions(fn, options)
-	if err != nil {
-		return fail(err)
-	}
-	client, err := remote.For(opts)
-	if err != nil {
-		return failf(StatusInvalid, fmt.Sprintf("%s: %v", fn, err))
+	client, status := clientFor(fn, options)
+	if client == nil {
+		return status
 	}
 	obj, err := client.Object(cString(url))
 	if err != nil {
@@ -92,13 +80,9 @@ func ListEntries(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.P
 	if url == nil || needed == nil {
 		return failf(StatusInvalid, fn+": url or needed is NULL")
 	}
-	opts, err := storageOptions(fn, options)
-	if err != nil {
-		return fail(err)
-	}
-	client, err := remote.For(opts)
-	if err != nil {
-		return failf(StatusInvalid, fmt.Sprintf("%s: %v", fn, err))
+	client, status := clientFor(fn, options)
+	if client == nil {
+		return status
 	}
 	names, err := client.Entries(cString(url))
 	if err != nil {
@@ -109,6 +93,20 @@ func ListEntries(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.P
 		text += "\n"
 	}
 	return copyText(text, buf, size, needed)
+}
+
+// clientFor is the client for a call's JSON storage options; nil and the failure's status
+// when the options are bad.
+func clientFor(fn string, options unsafe.Pointer) (*remote.Client, int32) {
+	opts, err := storageOptions(fn, options)
+	if err != nil {
+		return nil, fail(err)
+	}
+	client, err := remote.For(opts)
+	if err != nil {
+		return nil, failf(StatusInvalid, fmt.Sprintf("%s: %v", fn, err))
+	}
+	return client, StatusOK
 }
 
 // storageOptions parses the JSON options of a call (NULL: the defaults).
