@@ -9,7 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
+
+	"github.com/ffrecord/ffrecord/core/internal/parallel"
 )
 
 // maxRequestBytes bounds one range request: adjacent spans are merged up to it, and a
@@ -79,31 +80,8 @@ func (o *Object) ReadRanges(spans []Span) error {
 	if len(reqs) == 1 {
 		return o.read(&reqs[0])
 	}
-	var (
-		next   atomic.Int64
-		failed atomic.Bool
-		once   sync.Once
-		first  error
-		wg     sync.WaitGroup
-	)
-	work := func() {
-		for !failed.Load() {
-			i := next.Add(1) - 1
-			if i >= int64(len(reqs)) {
-				return
-			}
-			if err := o.read(&reqs[i]); err != nil {
-				once.Do(func() { first = err })
-				failed.Store(true)
-			}
-		}
-	}
-	for range min(len(reqs), o.c.opts.Concurrency) - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
-	return first
+	return parallel.Each(len(reqs), parallel.UpTo(o.c.opts.Concurrency-1), func() {},
+		func(i int) error { return o.read(&reqs[i]) })
 }
 
 // plan cuts spans into pieces of at most maxRequestBytes and groups the pieces that are

@@ -2,10 +2,10 @@ package engine
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ffrecord/ffrecord/core/internal/parallel"
 )
 
 // preadPool performs spans with blocking pread calls: the calling goroutine plus helper
@@ -23,41 +23,16 @@ func newPreadPool(depth int) *preadPool {
 func (p *preadPool) close() error { return nil }
 
 func (p *preadPool) readSpans(spans []readSpan) error {
-	var (
-		next    atomic.Int64
-		failed  atomic.Bool
-		errOnce sync.Once
-		first   error
-		wg      sync.WaitGroup
-	)
-	work := func() {
-		for !failed.Load() {
-			i := next.Add(1) - 1
-			if i >= int64(len(spans)) {
-				return
-			}
-			if err := preadSpan(&spans[i]); err != nil {
-				errOnce.Do(func() { first = err })
-				failed.Store(true)
-			}
-		}
-	}
-spawn:
-	for h := 1; h < len(spans); h++ {
+	tryHelper := func() bool {
 		select {
 		case p.helpers <- struct{}{}:
-			wg.Add(1)
-			go func() {
-				defer func() { <-p.helpers; wg.Done() }()
-				work()
-			}()
+			return true
 		default:
-			break spawn
+			return false
 		}
 	}
-	work()
-	wg.Wait()
-	return first
+	return parallel.Each(len(spans), tryHelper, func() { <-p.helpers },
+		func(i int) error { return preadSpan(&spans[i]) })
 }
 
 // ReadFull fills buf from offset off of the file open as fd with blocking pread calls on
