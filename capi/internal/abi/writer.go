@@ -49,16 +49,22 @@ func WriterWrite(handle int64, data unsafe.Pointer, size uint64) (status int32) 
 	return StatusOK
 }
 
+// writerAndSizes is the writer behind handle and the n sample sizes of a batched write.
+func writerAndSizes(fn string, handle int64, sizes unsafe.Pointer, n uint64) (*core.Writer, []uint64, error) {
+	w, err := writers.get(fn, handle)
+	if err != nil {
+		return nil, nil, err
+	}
+	lengths, err := cArray[uint64](fn, "sizes", sizes, n)
+	return w, lengths, err
+}
+
 // WriterWriteBatch implements ffr_writer_write_batch: n samples stored back to back in
 // data, sizes[k] bytes each, written by the core as one batch.
 func WriterWriteBatch(handle int64, data, sizes unsafe.Pointer, n uint64) (status int32) {
 	defer recoverPanic(&status)
 	const fn = "ffr_writer_write_batch"
-	w, err := writers.get(fn, handle)
-	if err != nil {
-		return fail(err)
-	}
-	lengths, err := cArray[uint64](fn, "sizes", sizes, n)
+	w, lengths, err := writerAndSizes(fn, handle, sizes, n)
 	if err != nil {
 		return fail(err)
 	}
@@ -84,11 +90,7 @@ func WriterWriteBatch(handle int64, data, sizes unsafe.Pointer, n uint64) (statu
 func WriterWriteVectors(handle int64, data, sizes unsafe.Pointer, n uint64) (status int32) {
 	defer recoverPanic(&status)
 	const fn = "ffr_writer_write_vectors"
-	w, err := writers.get(fn, handle)
-	if err != nil {
-		return fail(err)
-	}
-	lengths, err := cArray[uint64](fn, "sizes", sizes, n)
+	w, lengths, err := writerAndSizes(fn, handle, sizes, n)
 	if err != nil {
 		return fail(err)
 	}
