@@ -57,12 +57,8 @@ func openDataFile(path string, opts ReaderOptions) (_ *dataFile, warnings []stri
 			f.close()
 		}
 	}()
-	if f.size < fixedHeaderSize {
-		return nil, nil, errorf(path, -1, ErrCorrupt,
-			"file is %d bytes, shorter than the %d-byte header", f.size, fixedHeaderSize)
-	}
-	if f.size > math.MaxInt {
-		return nil, nil, errorf(path, -1, ErrInvalid, "file of %d bytes cannot be mapped", f.size)
+	if err := checkMappable(path, f.size); err != nil {
+		return nil, nil, err
 	}
 	// Batches read random samples: readahead on this descriptor (the engine's cold reads)
 	// would fetch up to 128 KiB around every small sample.
@@ -275,4 +271,15 @@ func (f *dataFile) close() {
 		_ = unix.Close(f.fd)
 		f.fd = -1
 	}
+}
+
+// checkMappable refuses a file too short for a header or too large to map.
+func checkMappable(path string, size uint64) error {
+	if size < fixedHeaderSize {
+		return errorf(path, -1, ErrCorrupt, "file is %d bytes, shorter than the %d-byte header", size, fixedHeaderSize)
+	}
+	if size > math.MaxInt {
+		return errorf(path, -1, ErrInvalid, "file of %d bytes cannot be mapped", size)
+	}
+	return nil
 }

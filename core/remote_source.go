@@ -3,7 +3,6 @@ package core
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 
@@ -49,12 +48,8 @@ func openRemoteFile(url string, opts ReaderOptions) (_ *dataFile, warnings []str
 			f.close()
 		}
 	}()
-	if f.size < fixedHeaderSize {
-		return nil, nil, errorf(url, -1, ErrCorrupt,
-			"file is %d bytes, shorter than the %d-byte header", f.size, fixedHeaderSize)
-	}
-	if f.size > math.MaxInt {
-		return nil, nil, errorf(url, -1, ErrInvalid, "file of %d bytes cannot be mapped", f.size)
+	if err := checkMappable(url, f.size); err != nil {
+		return nil, nil, err
 	}
 	f.data, err = unix.Mmap(-1, 0, int(f.size), unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
