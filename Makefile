@@ -1,7 +1,8 @@
 # ffrecord — developer and CI entry points. Needs only Go, Python 3 (with venv and pip) and gcc.
 #
 #   make demo         venv + install, then write and read a dataset (examples/quickstart.py)
-#   make test         venv + install with every extra, then go vet, go test and pytest
+#   make test         venv + install with every extra, then go vet, go test and pytest; first
+#                     bench-deps, so that the benchmark smoke test measures the reference too
 #   make build        libffrecord.so in python/ffrecord/ for PYTHONPATH=python development
 #   make bench        the benchmark suite (make bench-quick: a short run); both first run
 #                     bench-deps: g++ and libaio-dev, which the reference's build needs
@@ -33,7 +34,7 @@ demo: venv
 	$(RUN) $(VPY) -m pip install --disable-pip-version-check -q .
 	$(RUN) $(VPY) examples/quickstart.py
 
-test: install
+test: bench-deps install
 	go vet ./...
 	go test ./...
 	$(RUN) $(VPY) -m pytest -q -rfEs $(PYTEST_ARGS)
