@@ -53,6 +53,67 @@ def entries(sample: memoryview, n: int) -> np.ndarray:
     return np.frombuffer(sample, ENTRY, n, offset=HEADER)
 
 
+def capacity(sizes: Any) -> np.ndarray:
+    """The most elements whose table fits in samples of ``sizes`` bytes (``int64``; -1 for
+    a sample too short to hold even the count): a stored count above it is damage."""
+    sizes = np.asarray(sizes, np.uint64)
+    short = sizes < HEADER
+    room = (np.where(short, HEADER, sizes) - np.uint64(HEADER)) // np.uint64(ENTRY.itemsize)
+    return np.where(short, -1, room.astype(np.int64))
+
+
+def layout_damage(offsets: np.ndarray, lengths: np.ndarray, n: int, size: int) -> str | None:
+    """What is wrong with where table entries (of consecutive or ascending elements, in
+    order) put their elements in a sample of ``size`` bytes holding ``n`` elements, or
+    ``None``. An element lies after the table and inside the sample, and after the one
+    before it (they are stored back to back): so a damaged table cannot make a read ask for
+    more bytes than the sample holds."""
+    ends = offsets + lengths
+    if (offsets < HEADER + ENTRY.itemsize * n).any():
+        return "the element table points into itself"
+    if (ends < offsets).any() or (ends > size).any():
+        return "the element table points past the end of the sample"
+    if (offsets[1:] < ends[:-1]).any():
+        return "the element table's elements overlap or are out of order"
+    return None
+
+
+def fitting_count(sample: memoryview) -> int | None:
+    """The element count of a whole sample, or ``None`` when the sample cannot hold it or
+    its table (damage)."""
+    n = count(sample) if len(sample) >= HEADER else None
+    return n if n is not None and n <= capacity(len(sample)) else None
+
+
+def count_damage(size: int) -> str:
+    """Says that a sample of ``size`` bytes does not hold the element count it states."""
+    return f"the element count does not fit a sample of {size} bytes"
+
+
+def damage(sample: memoryview) -> str | None:
+    """What is wrong with a stored sequence sample (its count, its table, the CRC-32 of
+    each element), or ``None`` when it is intact.
+
+    >>> sample = bytearray(pack([b"ab", b"cd"]))
+    >>> damage(memoryview(sample)) is None
+    True
+    >>> sample[-1] ^= 1
+    >>> damage(memoryview(sample))
+    'element 1: CRC-32 mismatch'
+    """
+    n = fitting_count(sample)
+    if n is None:
+        return count_damage(len(sample))
+    table = entries(sample, n)
+    problem = layout_damage(table["offset"], table["length"], n, len(sample))
+    if problem is not None:
+        return problem
+    for k, (offset, length, crc) in enumerate(table.tolist()):
+        if zlib.crc32(sample[offset:offset + length]) != crc:
+            return f"element {k}: CRC-32 mismatch"
+    return None
+
+
 def table_bytes(start: int, stop: int) -> tuple[int, int]:
     """``(offset, length)`` in a sample of the table entries of elements ``[start, stop)``."""
     return HEADER + ENTRY.itemsize * start, ENTRY.itemsize * (stop - start)

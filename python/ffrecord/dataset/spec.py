@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import IncompleteDatasetError, SpecError, UnsupportedVersionError
+from .. import _paths
+from .errors import CorruptDatasetError, IncompleteDatasetError, SpecError, UnsupportedVersionError
 
 SPEC_FILE = "spec.json"
 FORMAT = "ffrecord.dataset"
@@ -103,31 +104,77 @@ def sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+# spec.json is a few hundred bytes; a bigger one is not a spec (a remote one is bounded the
+# same by ffr_fetch_text).
+MAX_SPEC_BYTES = 16 << 20
+
+
 def read_spec(directory: Path) -> tuple[dict[str, Field], int]:
-    """The fields and datapoint count of the dataset in ``directory``, from its ``spec.json``."""
+    """The fields and datapoint count of the dataset in ``directory``, from its ``spec.json``.
+
+    A ``spec.json`` that is not a regular file (a FIFO, a link to ``/dev/zero``) is refused
+    at once (``ValueError``); one that is too large, not UTF-8, not JSON (or nested too
+    deep), has a key twice or holds a field of the wrong type raises ``CorruptDatasetError``
+    naming it."""
     path = directory / SPEC_FILE
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = _read_bounded(path)
     except FileNotFoundError:
         if not directory.is_dir():
             raise FileNotFoundError(f"{directory}: no such directory") from None
         raise IncompleteDatasetError(
             f"{directory}: no {SPEC_FILE}: not a dataset, or its writer never finished") from None
     try:
-        document = json.loads(text)
-        kind, version = document["format"], document["version"]
-    except (ValueError, TypeError, KeyError):
-        raise SpecError(f"{path}: not a structured dataset spec") from None
-    if kind != FORMAT or not isinstance(version, int):
-        raise SpecError(f"{path}: not a structured dataset spec (format {kind!r})")
+        document = json.loads(raw, object_pairs_hook=_unique_keys)
+    except UnicodeDecodeError as exc:
+        raise _damaged(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise _damaged(path, "nested too deep to be a spec") from None
+    except ValueError as exc:
+        raise _damaged(path, f"not JSON ({exc})") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        kind = document.get("format") if isinstance(document, dict) else type(document).__name__
+        raise _damaged(path, f"not a structured dataset spec (format {kind!r:.80})")
+    version = document.get("version")
+    if not _is_count(version) or version < 1:
+        raise _damaged(path, f"bad format version {version!r:.80}")
     if version > VERSION:
         raise UnsupportedVersionError(
             f"{path}: format version {version} is newer than this library reads ({VERSION}): "
             "upgrade ffrecord")
     length = document.get("length")
-    if not isinstance(length, int) or length < 0:
-        raise SpecError(f"{path}: bad datapoint count {length!r}")
+    if not _is_count(length):
+        raise _damaged(path, f"bad datapoint count {length!r:.80}")
     try:
         return parse_spec(document.get("fields")), length
     except SpecError as exc:
-        raise SpecError(f"{path}: {exc}") from None
+        raise _damaged(path, str(exc)) from None
+
+
+def _read_bounded(path: Any) -> bytes:
+    """The bytes of a small file: at most ``MAX_SPEC_BYTES``, opened without blocking and
+    refused unless it is a regular file (``_paths.open_regular``, the core's rule)."""
+    if not isinstance(path, Path):  # a RemotePath: the core bounds the fetch
+        return path.read_bytes()
+    with _paths.open_regular(path) as f:
+        raw = f.read(MAX_SPEC_BYTES + 1)
+    if len(raw) > MAX_SPEC_BYTES:
+        raise _damaged(path, f"larger than {MAX_SPEC_BYTES >> 20} MiB: not a spec")
+    return raw
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f"key {twice!r:.80} appears twice")
+    return document
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _damaged(path: Any, what: str) -> CorruptDatasetError:
+    return CorruptDatasetError(f"{path}: {what}")
