@@ -77,8 +77,9 @@ def parse_spec(spec: Any) -> dict[str, Field]:
 
 
 def write_spec(directory: Path, fields: Mapping[str, Field], length: int) -> None:
-    """Writes ``spec.json`` atomically (temporary file, fsync, rename, directory fsync): it is
-    the last thing a writer does, so a dataset without it never looks complete."""
+    """Writes ``spec.json`` atomically (temporary file, fsync, link, directory fsync), never
+    replacing one: it is the last thing a writer does, so a dataset without it never looks
+    complete, and a complete one is never replaced."""
     document = {"format": FORMAT, "version": VERSION, "length": length,
                 "fields": {name: field.spec for name, field in fields.items()}}
     fd, tmp = tempfile.mkstemp(prefix=f".{SPEC_FILE}.tmp-", dir=directory)
@@ -89,11 +90,27 @@ def write_spec(directory: Path, fields: Mapping[str, Field], length: int) -> Non
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
-        os.replace(tmp, directory / SPEC_FILE)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        _publish(tmp, directory / SPEC_FILE)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
     sync_directory(directory)
+
+
+def _publish(tmp: str, path: Path) -> None:
+    """Gives ``tmp`` the name ``path`` unless something has it: ``FileExistsError`` then (a
+    hard link fails rather than replace; where links are not supported, a check first)."""
+    try:
+        os.link(tmp, path)
+        return
+    except FileExistsError:
+        pass
+    except OSError:  # no hard links on this file system
+        if not os.path.lexists(path):
+            os.replace(tmp, path)
+            return
+    raise FileExistsError(f"{path.parent}: a dataset was completed here by another writer "
+                          f"({SPEC_FILE} appeared): not replacing it")
 
 
 def sync_directory(directory: Path) -> None:
@@ -130,6 +147,8 @@ def read_spec(directory: Path) -> tuple[dict[str, Field], int]:
         raise _damaged(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except RecursionError:
         raise _damaged(path, "nested too deep to be a spec") from None
+    except _DuplicateKey as exc:
+        raise _damaged(path, str(exc)) from None
     except ValueError as exc:
         raise _damaged(path, f"not JSON ({exc})") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
@@ -163,12 +182,16 @@ def _read_bounded(path: Any) -> bytes:
     return raw
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object with a key twice: ``json`` would keep the last silently."""
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     document = dict(pairs)
     if len(document) != len(pairs):
         seen: set[str] = set()
         twice = next(key for key, _ in pairs if key in seen or seen.add(key))
-        raise ValueError(f"key {twice!r:.80} appears twice")
+        raise _DuplicateKey(f"key {twice!r:.80} appears twice")
     return document
 
 
