@@ -20,6 +20,7 @@ from ffrecord import FileWriter
 from ffrecord.dataset import (CorruptDatasetError, DatasetReader, DatasetWriter,
                               SequenceRangeError, ShardedDatasetReader, ShardedDatasetWriter,
                               UnsupportedVersionError)
+from ffrecord.dataset import sequence
 from ffrecord.dataset.claim import CLAIM_FILE
 
 SPEC = {"a": "utf8", "b": "utf8"}
@@ -329,3 +330,116 @@ def test_counts_are_arrays_of_checked_ints(tmp_path: Path) -> None:
         counts = reader.element_counts("s")
         assert counts.dtype == np.int64 and counts.tolist() == [0, 1, 2, 3, 4]
         assert [reader.available(k)["s"] for k in range(5)] == [0, 1, 2, 3, 4]
+
+
+# ---- item 13: the command line on structured datasets ----------------------------------------
+
+def _cli(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
+    from ffrecord.cli import main
+
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.fixture()
+def rich(tmp_path: Path) -> Path:
+    path = tmp_path / "rich"
+    with DatasetWriter(path, {"label": "int", "image": "bytes", "caption": "utf8:zstd",
+                              "frames": "bytes[]:lz4", "meta": "json", "box": "array"}) as writer:
+        for k in range(600):
+            writer.append({"label": k, "image": bytes([k % 256]) * (k + 40), "caption": f"pic {k}",
+                           "frames": [b"f%d" % e for e in range(k % 20)], "meta": {"k": [k]},
+                           "box": np.full((2, 3), k, np.int16)})
+    return path
+
+
+def test_cli_verify_checks_a_dataset_whole(capsys: pytest.CaptureFixture, rich: Path, tmp_path: Path) -> None:
+    assert _cli(capsys, "verify", str(rich))[:2] == (0, "OK: 6 file(s), 3,600 samples verified\n")
+    # An element table damaged behind an intact sample CRC (as a buggy writer would leave it).
+    bad = tmp_path / "bad"
+    with DatasetWriter(bad, {"s": "bytes[]"}) as writer:
+        for k in range(3):
+            writer.append({"s": []})
+    sample = bytearray(sequence.pack([b"abc", b"de"]))
+    sample[8 + 20 + 8] = 99  # element 1's length
+    (bad / "s.ffr").unlink()
+    with FileWriter(bad / "s.ffr", 3) as w:
+        w.write_one(b"\0" * 8)  # datapoint 0: no elements, fine
+        w.write_one(b"\1")  # datapoint 1: too short for its count
+        w.write_one(bytes(sample))
+    status, out, err = _cli(capsys, "verify", str(bad))
+    assert status == 1 and "2 dataset problem(s)" in err
+    assert f"{bad / 's.ffr'}: datapoint 1: the element count does not fit a sample of 1 bytes" in out
+    assert f"{bad / 's.ffr'}: datapoint 2: the element table points past the end of the sample" in out
+    (rich / "label.ffr").unlink()  # info reports it, so must verify
+    status, out, err = _cli(capsys, "verify", str(rich))
+    assert status == 1 and "field 'label': label.ffr is missing" in out and "FAILED" in err
+    assert _cli(capsys, "info", str(rich))[0] != 0
+    spec = json.loads((rich / "spec.json").read_text())
+    (rich / "spec.json").write_text(json.dumps({**spec, "length": 601}))
+    status, out, _ = _cli(capsys, "verify", str(rich))
+    assert status == 1 and "image.ffr: field 'image' holds 600 datapoints; spec.json says 601" in out
+    (rich / "spec.json").write_text("{")
+    status, out, _ = _cli(capsys, "verify", str(rich))
+    assert status == 1 and "spec.json: not JSON" in out
+
+
+def test_cli_verify_a_sharded_dataset(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    path = tmp_path / "sharded"
+    with ShardedDatasetWriter(path, {"s": "bytes[]"}, shardlen=2) as writer:
+        for k in range(5):
+            writer.append({"s": [b"x"] * k})
+    assert _cli(capsys, "verify", str(path))[0] == 0
+    (path / "000001" / "s.ffr").unlink()
+    status, out, _ = _cli(capsys, "verify", str(path))
+    assert status == 1 and "000001: field 's': s.ffr is missing" in out
+
+
+def test_cli_cat_addresses_datapoints(capsys: pytest.CaptureFixture, rich: Path, tmp_path: Path) -> None:
+    status, out, _ = _cli(capsys, "cat", str(rich), "500", "-1")
+    assert status == 0
+    first, last = map(json.loads, out.splitlines())
+    assert first["label"] == 500 and first["caption"] == "pic 500" and first["meta"] == {"k": [500]}
+    assert first["image"] == {"bytes": 540, "hex": "f4" * 16, "text": "." * 16}
+    assert first["box"] == {"array": "int16", "shape": [2, 3], "values": [500] * 6}
+    assert last["frames"][:2] == [{"bytes": 2, "hex": "6630", "text": "f0"},
+                                  {"bytes": 2, "hex": "6631", "text": "f1"}]
+    assert last["frames"][-1] == "(3 more)" and len(last["frames"]) == 17
+    out_file = tmp_path / "image.bin"
+    assert _cli(capsys, "cat", str(rich), "3", "--field", "image", "--out", str(out_file))[0] == 0
+    assert out_file.read_bytes() == bytes([3]) * 43
+    assert _cli(capsys, "cat", str(rich), "7", "--field", "frames", "--out", str(out_file))[0] == 0
+    assert out_file.read_bytes() == b"f0f1f2f3f4f5f6"
+    status, _, err = _cli(capsys, "cat", str(rich), "0", "--field", "nope")
+    assert status == 2 and "no field 'nope'" in err
+    assert _cli(capsys, "cat", str(rich), "600")[0] == 2
+    assert _cli(capsys, "cat", str(rich / "label.ffr"), "0", "--out", str(out_file))[0] == 0
+    assert out_file.read_bytes() == (0).to_bytes(8, "little")  # a plain file: raw samples
+    status, _, err = _cli(capsys, "cat", str(rich / "label.ffr"), "0", "--field", "label")
+    assert status == 2 and "--field applies to a structured dataset" in err
+
+
+def test_cli_cat_field_bytes_on_stdout(rich: Path) -> None:
+    run = subprocess.run([sys.executable, "-m", "ffrecord", "cat", str(rich), "2:4", "--field", "image"],
+                         capture_output=True, timeout=60)
+    assert run.returncode == 0 and run.stdout == bytes([2]) * 42 + bytes([3]) * 43
+
+
+@pytest.mark.parametrize("command", [["info", ""], ["verify", ""], ["cat", "", "0"]])
+def test_cli_refuses_an_empty_path(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch,
+                                   tmp_path: Path, command: list[str]) -> None:
+    with DatasetWriter(tmp_path, {"n": "int"}) as writer:
+        writer.append({"n": 1})
+    monkeypatch.chdir(tmp_path)  # an empty path must not mean this directory
+    status, out, err = _cli(capsys, *command)
+    assert status == 2 and out == "" and "an empty path" in err
+
+
+def test_module_examples() -> None:
+    import doctest
+
+    from ffrecord.dataset import check, claim, display, sequence, spec
+
+    for module in (check, claim, display, sequence, spec):
+        assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0, module.__name__
