@@ -443,3 +443,14 @@ def test_module_examples() -> None:
 
     for module in (check, claim, display, sequence, spec):
         assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0, module.__name__
+
+
+def test_cached_numbers_in_any_order(tmp_path: Path) -> None:
+    """Found by the property test: a read of as many indices as a cached int field holds
+    returned the values in file order, whatever the indices."""
+    with DatasetWriter(tmp_path / "ds", {"n": "int", "x": "float"}) as writer:
+        for k in range(4):
+            writer.append({"n": k, "x": k / 2})
+    with DatasetReader(tmp_path / "ds", cache_keys=["n", "x"]) as reader:
+        assert reader.read([3, 3, 0, 1]) == [{"n": 3, "x": 1.5}, {"n": 3, "x": 1.5},
+                                             {"n": 0, "x": 0.0}, {"n": 1, "x": 0.5}]

@@ -279,7 +279,10 @@ class DatasetReader(Readable):
         decode = self._decoders[field.name]
         width = codecs.FIXED_WIDTH.get(decode)
         if width is not None and len(starts) and ((ends - starts) == 8).all():
-            gathered = buf if len(buf) == 8 * len(starts) else _gather(buf, starts, 8)
+            # The buffer is the values back to back only for a batch read; a cached field's
+            # holds every datapoint, in file order.
+            in_order = len(buf) == 8 * len(starts) and (starts == np.arange(0, len(buf), 8)).all()
+            gathered = buf if in_order else _gather(buf, starts, 8)
             return np.frombuffer(gathered, width).tolist()
         view = memoryview(buf)
         values = []
