@@ -307,17 +307,22 @@ class DatasetReader(Readable):
         """Sequences from whole samples, their elements checked against the table's bounds
         (the samples themselves were CRC-checked whole)."""
         view = memoryview(buf)
-        out = []
+        samples, counts, offsets, lengths, picks = [], [], [], [], []
         for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
             sample = view[start:end]
             index = int(idx[k])
             n = self._checked_count(field, index, sample)
             table = sequence.entries(sample, n)
             picked = np.arange(n) if chosen is WHOLE else self._picked(field, index, n, *chosen)
-            offs, lens = table["offset"][picked], table["length"][picked]
-            self._check_layout(field, index, n, offs, lens, end - start)
-            out.append(self._decode_elements(field, index, sample, offs.tolist(), lens.tolist(), picked))
-        return out
+            samples.append(sample)
+            counts.append(n)
+            offsets.append(table["offset"] if chosen is WHOLE else table["offset"][picked])
+            lengths.append(table["length"] if chosen is WHOLE else table["length"][picked])
+            picks.append(picked)
+        self._check_layout(field, idx, [len(p) for p in picks], _joined(offsets), _joined(lengths),
+                           np.array(counts, np.uint64), (ends - starts).astype(np.uint64))
+        return [self._decode_elements(field, int(idx[k]), sample, offs.tolist(), lens.tolist(), picked)
+                for k, (sample, offs, lens, picked) in enumerate(zip(samples, offsets, lengths, picks))]
 
     def _checked_count(self, field: Field, index: int, sample: memoryview) -> int:
         n = sequence.fitting_count(sample)
@@ -347,11 +352,18 @@ class DatasetReader(Readable):
         return SequenceRangeError(f"{self.directory}: datapoint {index}, field {field.name!r}: elements "
                                   f"[{start}, {stop}) are past the end of its {n} elements")
 
-    def _check_layout(self, field: Field, index: int, n: int, offs: np.ndarray, lens: np.ndarray,
-                      size: int) -> None:
-        problem = sequence.layout_damage(offs, lens, n, size)
-        if problem is not None:
-            raise self._corrupt(field, index, problem)
+    def _check_layout(self, field: Field, idx: np.ndarray, per: Any, offsets: np.ndarray,
+                      lengths: np.ndarray, counts: np.ndarray, sizes: np.ndarray) -> None:
+        """The table entries read of each datapoint of ``idx`` (``per``: how many each, back
+        to back in ``offsets`` and ``lengths``) must place their elements inside its sample
+        of ``sizes`` bytes holding ``counts`` elements; all datapoints are checked at once."""
+        owner = np.repeat(np.arange(len(idx)), per)
+        firsts = np.ones(len(owner), bool)
+        firsts[1:] = owner[1:] != owner[:-1]
+        found = sequence.layout_damage(offsets, lengths, sequence.table_end(counts)[owner],
+                                       sizes[owner], firsts)
+        if found is not None:
+            raise self._corrupt(field, int(idx[owner[found[0]]]), found[1])
 
     def _corrupt(self, field: Field, index: int, what: str) -> CorruptDatasetError:
         return CorruptDatasetError(f"{self.directory / field.file}: datapoint {index}, field "
@@ -418,10 +430,9 @@ class DatasetReader(Readable):
             raise self._range_error(field, int(idx[j]), int(counts[j]), start, stop)
         table = np.ascontiguousarray(rows[:, sequence.HEADER:]).view(sequence.ENTRY).reshape(k, m)[:, ::step]
         numbers = np.arange(start, stop, step)
-        for j in range(k):
-            self._check_layout(field, int(idx[j]), int(counts[j]), table["offset"][j], table["length"][j],
-                               int(sizes[j]))
         per = table.shape[1]
+        self._check_layout(field, idx, per, table["offset"].reshape(-1), table["length"].reshape(-1),
+                           stored, sizes)
         elements = np.empty((k * per, 3), np.uint64)
         elements[:, 0] = np.repeat(idx, per)
         elements[:, 1] = table["offset"].reshape(-1)
@@ -461,6 +472,10 @@ def _reopen(cls: type, directory: str, decoders: Any, cache_keys: tuple, check_d
             storage_options: dict[str, Any] | None = None) -> Any:
     return cls(directory, decoders, cache_keys, check_data=check_data,
                storage_options=storage_options)
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.empty(0, np.uint64)
 
 
 def _gather(buf: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
