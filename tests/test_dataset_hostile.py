@@ -22,6 +22,7 @@ from ffrecord.dataset import (CorruptDatasetError, DatasetReader, DatasetWriter,
                               UnsupportedVersionError)
 from ffrecord.dataset import sequence
 from ffrecord.dataset.claim import CLAIM_FILE
+from remote_fixtures import bucket, s3_endpoint  # noqa: F401 - fixtures
 
 SPEC = {"a": "utf8", "b": "utf8"}
 
@@ -249,7 +250,9 @@ def test_huge_ranges_are_validated_first(tmp_path: Path, mask: range) -> None:
         for r in (reader, cached):
             with pytest.raises(SequenceRangeError, match=r"past the end of its 2 elements"):
                 r[0, {"s": mask}]
-        assert reader[0, {"s": slice(5, None)}] == cached[0, {"s": slice(5, None)}] == {"s": []}
+        for r in (reader, cached):
+            assert r[0, {"s": slice(5, None)}] == r[0, {"s": slice(10**30, None)}] == {"s": []}
+            assert r[0, {"s": range(0, 2, 10**30)}] == r[0, {"s": slice(0, None, 2**64)}] == {"s": [b"ab"]}
 
 
 # ---- items 8 and 12: spec.json -----------------------------------------------------------------
@@ -454,3 +457,15 @@ def test_cached_numbers_in_any_order(tmp_path: Path) -> None:
     with DatasetReader(tmp_path / "ds", cache_keys=["n", "x"]) as reader:
         assert reader.read([3, 3, 0, 1]) == [{"n": 3, "x": 1.5}, {"n": 3, "x": 1.5},
                                              {"n": 0, "x": 0.0}, {"n": 1, "x": 0.5}]
+
+
+def test_a_damaged_remote_spec_names_the_object(bucket) -> None:  # noqa: F811 - a fixture
+    client, name, options = bucket
+    url = f"s3://{name}/ds/"
+    with DatasetWriter(url, {"n": "int"}, storage_options=options) as writer:
+        writer.append({"n": 1})
+    for body, match in ((b'{"format": "ffrecord.dataset", "v\xff": 1}', "not UTF-8 text"),
+                        (b"[" * 100_000, "nested too deep")):
+        client.put_object(Bucket=name, Key="ds/spec.json", Body=body)
+        with pytest.raises(CorruptDatasetError, match=f"s3://{name}/ds/spec.json: {match}"):
+            DatasetReader(url, storage_options=options)

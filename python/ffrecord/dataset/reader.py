@@ -133,7 +133,8 @@ def _element_range(field: Field, want: range | slice) -> tuple[int, int | None, 
     if start < 0 or (stop is not None and stop < 0) or step < 1:
         raise MaskError(f"field {field.name!r}: element range {want!r} must have start, stop >= 0 "
                         "and step >= 1")
-    return start, (None if stop is None else max(stop, start)), step
+    # A step past any sequence's length selects its first element only: bounded, it stays an int64.
+    return start, (None if stop is None else max(stop, start)), min(step, _MAX_STOP)
 
 
 class DatasetReader(Readable):
@@ -346,7 +347,7 @@ class DatasetReader(Readable):
         stop = n if stop is None else stop
         if stop > n:
             raise self._range_error(field, index, n, start, stop)
-        return np.arange(start, stop, step)
+        return np.arange(min(start, stop), stop, step)  # an open range may start past the end
 
     def _range_error(self, field: Field, index: int, n: int, start: int, stop: int) -> SequenceRangeError:
         return SequenceRangeError(f"{self.directory}: datapoint {index}, field {field.name!r}: elements "
