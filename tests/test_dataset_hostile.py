@@ -82,6 +82,31 @@ def test_writers_in_two_processes_and_a_killed_writer(tmp_path: Path) -> None:
     assert DatasetReader(path)[0] == {"a": "P", "b": "P"}
 
 
+def test_a_claim_ends_with_its_process_not_its_children(tmp_path: Path) -> None:
+    path = tmp_path / "ds"
+    script = ("import os, sys, time\n"
+              "from ffrecord.dataset import DatasetWriter\n"
+              f"writer = DatasetWriter({str(path)!r}, {{'a': 'utf8'}})\n"
+              "if os.fork() == 0:\n"
+              "    time.sleep(60)\n"
+              "    os._exit(0)\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        with pytest.raises(FileExistsError, match="another writer"):
+            DatasetWriter(path, SPEC)
+        proc.send_signal(signal.SIGKILL)  # the writer dies; its forked child lives on
+        proc.wait(timeout=60)
+        with DatasetWriter(path, SPEC) as writer:
+            writer.append({"a": "P", "b": "P"})
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+
+
 def test_a_finished_other_writer_is_never_replaced(tmp_path: Path) -> None:
     path = tmp_path / "ds"
     other = _holder(path)

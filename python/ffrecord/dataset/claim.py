@@ -7,7 +7,8 @@ a writer that was killed is taken over by the next writer, and never by two at o
 taker locks the file it opened, then checks that the name still leads to it (a writer that
 releases removes the name first, then unlocks). On a file system without ``flock`` the
 exclusive creation alone claims, and a claim left behind must be removed by hand (the error
-says so).
+says so). A process forked while holding a claim does not hold it (the child closes its copy
+of the descriptor), so a writer's claim ends with the writer's process, not its children.
 
 >>> import tempfile
 >>> from pathlib import Path
@@ -27,6 +28,7 @@ import errno
 import fcntl
 import os
 import socket
+import weakref
 from pathlib import Path
 
 CLAIM_FILE = ".ffrecord-writer"
@@ -42,6 +44,7 @@ class Claim:
         self._fd: int | None = None
         while self._fd is None:
             self._fd = self._try_claim()
+        _HELD.add(self)
 
     def _try_claim(self) -> int | None:
         """The locked descriptor of the claim file, or ``None`` to try again (the claim was
@@ -103,6 +106,21 @@ class Claim:
 
     def __repr__(self) -> str:
         return f"Claim({str(self.path)!r}, {'held' if self._fd is not None else 'released'})"
+
+
+_HELD: weakref.WeakSet[Claim] = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    """After ``fork()``: the child closes its copies of held claims' descriptors (the lock
+    stays with the parent's) and will not release them."""
+    for claim in list(_HELD):
+        fd, claim._fd = claim._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _holder(fd: int) -> str:
