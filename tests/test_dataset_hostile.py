@@ -494,3 +494,15 @@ def test_a_damaged_remote_spec_names_the_object(bucket) -> None:  # noqa: F811 -
         client.put_object(Bucket=name, Key="ds/spec.json", Body=body)
         with pytest.raises(CorruptDatasetError, match=f"s3://{name}/ds/spec.json: {match}"):
             DatasetReader(url, storage_options=options)
+
+
+def test_cli_verify_reports_a_bad_sequence_sample_once(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    path = tmp_path / "ds"
+    with DatasetWriter(path, {"s": "bytes[]"}) as writer:
+        writer.append({"s": [b"A" * 40, b"B" * 40]})
+    raw = bytearray((path / "s.ffr").read_bytes())
+    raw[raw.index(b"B" * 40)] ^= 1  # the sample's CRC and element 1's both disagree now
+    (path / "s.ffr").write_bytes(bytes(raw))
+    status, out, err = _cli(capsys, "verify", str(path))
+    assert status == 1 and "1 bad sample(s)" in err and "0 dataset problem(s)" in err, err
+    assert len(out.splitlines()) == 1 and "sample 0" in out
