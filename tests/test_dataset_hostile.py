@@ -506,3 +506,21 @@ def test_cli_verify_reports_a_bad_sequence_sample_once(capsys: pytest.CaptureFix
     status, out, err = _cli(capsys, "verify", str(path))
     assert status == 1 and "1 bad sample(s)" in err and "0 dataset problem(s)" in err, err
     assert len(out.splitlines()) == 1 and "sample 0" in out
+
+
+def test_claims_on_a_file_system_without_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import fcntl
+
+    from ffrecord.dataset.claim import Claim
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "no locks")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    first = Claim(tmp_path)  # the exclusive creation claims
+    with pytest.raises(FileExistsError, match=f"no locks to tell.*remove {tmp_path / CLAIM_FILE}"):
+        Claim(tmp_path)
+    first.release()
+    Claim(tmp_path).release()
+    assert os.listdir(tmp_path) == []
