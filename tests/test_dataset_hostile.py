@@ -442,6 +442,8 @@ def test_cli_cat_addresses_datapoints(capsys: pytest.CaptureFixture, rich: Path,
     status, _, err = _cli(capsys, "cat", str(rich), "0", "--field", "nope")
     assert status == 2 and "no field 'nope'" in err
     assert _cli(capsys, "cat", str(rich), "600")[0] == 2
+    assert _cli(capsys, "cat", str(rich), "0", "600", "--out", str(tmp_path / "partial"))[0] == 2
+    assert not (tmp_path / "partial").exists()
     assert _cli(capsys, "cat", str(rich / "label.ffr"), "0", "--out", str(out_file))[0] == 0
     assert out_file.read_bytes() == (0).to_bytes(8, "little")  # a plain file: raw samples
     status, _, err = _cli(capsys, "cat", str(rich / "label.ffr"), "0", "--field", "label")

@@ -441,9 +441,13 @@ def _cat(args: argparse.Namespace) -> int:
                 for index in _all_indices(args.indices, len(reader)):
                     out.write(reader.read_one(index))
         out.flush()
-    finally:
-        if args.out:
+    except BaseException:
+        if args.out:  # no partial output left behind
             out.close()
+            os.unlink(args.out)
+        raise
+    if args.out:
+        out.close()
     return EXIT_OK
 
 
