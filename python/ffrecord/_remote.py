@@ -157,10 +157,10 @@ class Staging:
         return f"Staging({self.path!r})"
 
 
-def fetch_text(url: str, options: dict[str, Any] | None) -> str:
-    """The whole of a small remote text document (at most 16 MiB), such as a spec."""
+def fetch_bytes(url: str, options: dict[str, Any] | None) -> bytes:
+    """The whole of a small remote document (at most 16 MiB), such as a spec."""
     dll = _lib.current().dll
-    return _lib.copy_text(dll.ffr_fetch_text, url.encode(), encode_options(options)).decode("utf-8")
+    return _lib.copy_text(dll.ffr_fetch_text, url.encode(), encode_options(options))
 
 
 class RemotePath:
@@ -189,7 +189,11 @@ class RemotePath:
         """The object's text (``encoding`` must be UTF-8, the core's)."""
         if encoding.lower().replace("-", "") != "utf8":
             raise ValueError(f"remote documents are read as UTF-8, not {encoding}")
-        return fetch_text(self.url, self.storage_options)
+        return self.read_bytes().decode("utf-8")
+
+    def read_bytes(self) -> bytes:
+        """The object's bytes (a small document: at most 16 MiB)."""
+        return fetch_bytes(self.url, self.storage_options)
 
     def is_file(self) -> bool:
         return True  # checked when opened, by the one request that opening makes anyway

@@ -116,23 +116,33 @@ def _parser() -> argparse.ArgumentParser:
 
     info = command("info", _info, "Show sample counts, files, sizes and compression "
                                   "(for a structured dataset: its fields, types, counts and bytes).")
-    info.add_argument("paths", nargs="+", metavar="FILE|DIR",
+    info.add_argument("paths", nargs="+", metavar="FILE|DIR", type=_path,
                       help="an .ffr file, a directory of .ffr files read as one dataset, or a "
                            "structured dataset's directory")
     info.add_argument("--json", action="store_true", help="print one JSON object per path")
 
     verify = command("verify", _verify,
-                     "Check the metadata and every sample checksum; list each bad sample.")
-    verify.add_argument("paths", nargs="+", metavar="FILE|DIR")
+                     "Check the metadata and every sample checksum; list each bad sample. A "
+                     "structured dataset is checked whole: its spec, every field file and its "
+                     "datapoint count, every sequence's element table.")
+    verify.add_argument("paths", nargs="+", metavar="FILE|DIR", type=_path)
     verify.add_argument("-j", "--jobs", type=_positive_int, default=os.cpu_count() or 1,
                         metavar="N", help="threads checking in parallel (default: CPU count)")
     verify.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar on stderr (default: when stderr is a terminal)")
 
-    cat = command("cat", _cat, "Write the raw bytes of samples to standard output.")
-    cat.add_argument("file", metavar="FILE|DIR")
+    cat = command("cat", _cat, "Write the raw bytes of samples to standard output; for a "
+                               "structured dataset, each datapoint as a line of JSON (binary "
+                               "values summarised), or one field's bytes with --field.")
+    cat.add_argument("file", metavar="FILE|DIR", type=_path)
     cat.add_argument("indices", nargs="+", metavar="INDEX",
-                     help="sample index (negative counts from the end) or range START:STOP")
+                     help="sample (or datapoint) index, negative counting from the end, or "
+                          "range START:STOP")
+    cat.add_argument("--field", metavar="NAME",
+                     help="structured dataset: write this field's stored bytes, raw (a "
+                          "sequence's elements back to back)")
+    cat.add_argument("--out", metavar="FILE", type=_path,
+                     help="write to FILE instead of standard output")
 
     pack = command("pack", _pack, "Pack a folder into one .ffr file (pack_folder).")
     pack.add_argument("folder", metavar="FOLDER")
@@ -167,6 +177,12 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--no-verify", dest="verify", action="store_false",
                              help="skip the CRC-32C checks (faster without a compiled CRC)")
     return parser
+
+
+def _path(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path (use . for the current directory)")
+    return text
 
 
 def _positive_int(text: str) -> int:
@@ -218,7 +234,8 @@ def _summarize_dataset(path: str) -> Dict:
     from .dataset import dataset_kind, open_dataset
 
     kind = dataset_kind(path)
-    with warnings.catch_warnings(), open_dataset(path, decoders=_raw_decoders(path, kind)) as dataset:
+    decoders = dict.fromkeys(_dataset_types(path, kind), bytes)
+    with warnings.catch_warnings(), open_dataset(path, decoders=decoders) as dataset:
         warnings.simplefilter("ignore")  # e.g. a legacy file: `ffrecord verify` reports it
         shards = dataset.members if kind == "sharded" else [dataset]
         fields = []
@@ -234,14 +251,15 @@ def _summarize_dataset(path: str) -> Dict:
             "bytes": sum(f["bytes"] for f in fields), "fields": fields}
 
 
-def _raw_decoders(path: str, kind: Optional[str]) -> Dict[str, Any]:
-    """A decoder for every type of a dataset, so that info needs none of the user's codecs."""
+def _dataset_types(path: str, kind: Optional[str]) -> List[str]:
+    """The type names of a dataset's fields, so that the CLI can choose decoders needing
+    none of the user's codecs."""
     from .dataset.reader import shard_directories
     from .dataset.spec import read_spec
 
     folder = _remote.as_path(path)
     first = folder if kind == "dataset" else shard_directories(folder)[0]
-    return {field.type: bytes for field in read_spec(first)[0].values()}
+    return [field.type for field in read_spec(first)[0].values()]
 
 
 def _print_dataset(s: Dict) -> None:
@@ -313,7 +331,20 @@ def _print_summary(s: Dict) -> None:
 # ---- verify ------------------------------------------------------------------------------
 
 def _verify(args: argparse.Namespace) -> int:
-    files = [f for path in args.paths for f in _ffr_files(path)]
+    from .dataset import dataset_kind
+    from .dataset.check import survey, table_damage
+
+    files: List[str] = []
+    sequence_files: List[str] = []
+    damage: List[str] = []  # a structured dataset's: spec, missing files, counts, tables
+    for path in args.paths:
+        if dataset_kind(path) is None:
+            files.extend(_ffr_files(path))
+            continue
+        found = survey(path)
+        files.extend(found.files)
+        sequence_files.extend(found.sequence_files)
+        damage.extend(found.problems)
     readers: Dict[str, Any] = {}
     unreadable: Dict[str, str] = {}  # damaged beyond opening, or while reading
     refused: Dict[str, str] = {}  # the system would not let us open it: nothing is known
@@ -338,6 +369,13 @@ def _verify(args: argparse.Namespace) -> int:
                 if failure is not None:
                     unreadable.setdefault(fname, _message(failure))
                 bar.update(count)
+        for fname in sequence_files:
+            if fname in readers and fname not in unreadable:
+                skip = {sample.index for sample in bad.get(fname, [])}
+                try:
+                    damage.extend(table_damage(readers[fname], skip))
+                except (CorruptFileError, OSError) as exc:
+                    unreadable[fname] = _message(exc)
         for fname in files:  # report in file order, each problem once
             if fname in refused:
                 print(f"{fname}: cannot open: {refused[fname]}")
@@ -345,16 +383,18 @@ def _verify(args: argparse.Namespace) -> int:
                 print(f"{fname}: unreadable: {unreadable[fname]}")
             for sample in sorted(bad.get(fname, [])):
                 print(sample.message)
+        for problem in damage:
+            print(problem)
     finally:
         for reader in readers.values():
             reader.close()
     nbad = sum(len(v) for v in bad.values())
-    if unreadable or nbad or refused:
-        print(f"FAILED: {nbad} bad sample(s), {len(unreadable)} unreadable file(s) and "
-              f"{len(refused)} file(s) that could not be opened among {len(files)} file(s)",
-              file=sys.stderr)
+    if unreadable or nbad or refused or damage:
+        print(f"FAILED: {nbad} bad sample(s), {len(unreadable)} unreadable file(s), "
+              f"{len(damage)} dataset problem(s) and {len(refused)} file(s) that could not be "
+              f"opened among {len(files)} file(s)", file=sys.stderr)
         # Damage found is the stronger news; a file not opened proves nothing either way.
-        return EXIT_CORRUPT if unreadable or nbad else EXIT_OS
+        return EXIT_CORRUPT if unreadable or nbad or damage else EXIT_OS
     print(f"OK: {len(files)} file(s), {nsamples:,} samples verified")
     return EXIT_OK
 
@@ -386,15 +426,53 @@ def _check_chunk(reader, start: int, count: int):
 # ---- cat, pack, unpack, convert ----------------------------------------------------------
 
 def _cat(args: argparse.Namespace) -> int:
+    from .dataset import dataset_kind
     from .reader import FileReader
 
-    with FileReader(args.file, check_data=True) as reader:
-        indices = [i for text in args.indices for i in _parse_indices(text, len(reader))]
-        out = sys.stdout.buffer
-        for index in indices:
-            out.write(reader.read_one(index))
+    kind = dataset_kind(args.file)
+    if kind is None and args.field is not None:
+        raise _UsageError(f"{args.file}: --field applies to a structured dataset's directory")
+    out = open(args.out, "wb") if args.out else sys.stdout.buffer
+    try:
+        if kind is not None:
+            _cat_dataset(args, kind, out)
+        else:
+            with FileReader(args.file, check_data=True) as reader:
+                for index in _all_indices(args.indices, len(reader)):
+                    out.write(reader.read_one(index))
         out.flush()
+    except BaseException:
+        if args.out:  # no partial output left behind
+            out.close()
+            os.unlink(args.out)
+        raise
+    if args.out:
+        out.close()
     return EXIT_OK
+
+
+def _cat_dataset(args: argparse.Namespace, kind: str, out: Any) -> None:
+    """Datapoints as lines of JSON, or one field's bytes (``--field``)."""
+    from .dataset import open_dataset
+    from .dataset.display import display_decoders, format_datapoint
+
+    types = _dataset_types(args.file, kind)
+    raw = args.field is not None
+    decoders = dict.fromkeys(types, bytes) if raw else display_decoders(types)
+    with open_dataset(args.file, decoders=decoders) as dataset:
+        if raw and args.field not in dataset.spec:
+            raise _UsageError(f"{args.file}: no field {args.field!r} (fields: "
+                              f"{', '.join(dataset.spec)})")
+        for index in _all_indices(args.indices, len(dataset)):
+            if raw:
+                value = dataset[index, [args.field]][args.field]
+                out.writelines(value if isinstance(value, list) else [value])
+            else:
+                out.write(format_datapoint(dataset[index]).encode() + b"\n")
+
+
+def _all_indices(texts: List[str], n: int) -> List[int]:
+    return [i for text in texts for i in _parse_indices(text, n)]
 
 
 def _parse_indices(text: str, n: int) -> range:

@@ -94,6 +94,7 @@ class Readable:
 
 _ITER_BATCH = 256
 _COUNT_CHUNK = 1 << 16  # element counts read per call
+_MAX_STOP = 1 << 62  # above any element count a sample can hold (comparable with int64)
 
 
 def parse_mask(mask: Any, fields: Mapping[str, Field]) -> dict[str, Selection]:
@@ -132,7 +133,8 @@ def _element_range(field: Field, want: range | slice) -> tuple[int, int | None, 
     if start < 0 or (stop is not None and stop < 0) or step < 1:
         raise MaskError(f"field {field.name!r}: element range {want!r} must have start, stop >= 0 "
                         "and step >= 1")
-    return start, (None if stop is None else max(stop, start)), step
+    # A step past any sequence's length selects its first element only: bounded, it stays an int64.
+    return start, (None if stop is None else max(stop, start)), min(step, _MAX_STOP)
 
 
 class DatasetReader(Readable):
@@ -278,7 +280,10 @@ class DatasetReader(Readable):
         decode = self._decoders[field.name]
         width = codecs.FIXED_WIDTH.get(decode)
         if width is not None and len(starts) and ((ends - starts) == 8).all():
-            gathered = buf if len(buf) == 8 * len(starts) else _gather(buf, starts, 8)
+            # The buffer is the values back to back only for a batch read; a cached field's
+            # holds every datapoint, in file order.
+            in_order = len(buf) == 8 * len(starts) and (starts == np.arange(0, len(buf), 8)).all()
+            gathered = buf if in_order else _gather(buf, starts, 8)
             return np.frombuffer(gathered, width).tolist()
         view = memoryview(buf)
         values = []
@@ -303,45 +308,63 @@ class DatasetReader(Readable):
         """Sequences from whole samples, their elements checked against the table's bounds
         (the samples themselves were CRC-checked whole)."""
         view = memoryview(buf)
-        out = []
+        samples, counts, offsets, lengths, picks = [], [], [], [], []
         for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
             sample = view[start:end]
             index = int(idx[k])
             n = self._checked_count(field, index, sample)
             table = sequence.entries(sample, n)
             picked = np.arange(n) if chosen is WHOLE else self._picked(field, index, n, *chosen)
-            offs, lens = table["offset"][picked], table["length"][picked]
-            self._check_bounds(field, index, n, offs, lens, end - start)
-            out.append(self._decode_elements(field, index, sample, offs.tolist(), lens.tolist(), picked))
-        return out
+            samples.append(sample)
+            counts.append(n)
+            offsets.append(table["offset"] if chosen is WHOLE else table["offset"][picked])
+            lengths.append(table["length"] if chosen is WHOLE else table["length"][picked])
+            picks.append(picked)
+        self._check_layout(field, idx, [len(p) for p in picks], _joined(offsets), _joined(lengths),
+                           np.array(counts, np.uint64), (ends - starts).astype(np.uint64))
+        return [self._decode_elements(field, int(idx[k]), sample, offs.tolist(), lens.tolist(), picked)
+                for k, (sample, offs, lens, picked) in enumerate(zip(samples, offsets, lengths, picks))]
 
     def _checked_count(self, field: Field, index: int, sample: memoryview) -> int:
-        if len(sample) < sequence.HEADER:
-            raise self._corrupt(field, index, f"a sequence sample of {len(sample)} bytes has no element count")
-        n = sequence.count(sample)
-        if n > (len(sample) - sequence.HEADER) // sequence.ENTRY.itemsize:
-            raise self._corrupt(field, index, f"element count {n} does not fit a sample of {len(sample)} bytes")
+        n = sequence.fitting_count(sample)
+        if n is None:
+            raise self._corrupt(field, index, sequence.count_damage(len(sample)))
         return n
+
+    def _check_counts(self, field: Field, idx: np.ndarray, sizes: np.ndarray,
+                      counts: np.ndarray | None = None) -> None:
+        """Each sample of ``sizes`` bytes must hold an element count (and, given ``counts``
+        as stored, ``uint64``, that many table entries)."""
+        room = sequence.capacity(sizes)
+        bad = room < 0
+        if counts is not None:
+            bad |= counts > room.clip(0).astype(np.uint64)
+        if bad.any():
+            j = int(np.argmax(bad))
+            raise self._corrupt(field, int(idx[j]), sequence.count_damage(int(sizes[j])))
 
     def _picked(self, field: Field, index: int, n: int, start: int, stop: int | None, step: int) -> np.ndarray:
         stop = n if stop is None else stop
         if stop > n:
             raise self._range_error(field, index, n, start, stop)
-        return np.arange(start, stop, step)
+        return np.arange(min(start, stop), stop, step)  # an open range may start past the end
 
     def _range_error(self, field: Field, index: int, n: int, start: int, stop: int) -> SequenceRangeError:
         return SequenceRangeError(f"{self.directory}: datapoint {index}, field {field.name!r}: elements "
                                   f"[{start}, {stop}) are past the end of its {n} elements")
 
-    def _check_bounds(self, field: Field, index: int, n: int, offs: np.ndarray, lens: np.ndarray,
-                      size: int | None) -> None:
-        """Elements must lie after the table and (when the sample size is known) inside it."""
-        table_end = sequence.HEADER + sequence.ENTRY.itemsize * n
-        bad = offs < table_end
-        if size is not None:
-            bad |= (offs + lens > size) | (offs + lens < offs)
-        if bad.any():
-            raise self._corrupt(field, index, "the element table points outside the elements")
+    def _check_layout(self, field: Field, idx: np.ndarray, per: Any, offsets: np.ndarray,
+                      lengths: np.ndarray, counts: np.ndarray, sizes: np.ndarray) -> None:
+        """The table entries read of each datapoint of ``idx`` (``per``: how many each, back
+        to back in ``offsets`` and ``lengths``) must place their elements inside its sample
+        of ``sizes`` bytes holding ``counts`` elements; all datapoints are checked at once."""
+        owner = np.repeat(np.arange(len(idx)), per)
+        firsts = np.ones(len(owner), bool)
+        firsts[1:] = owner[1:] != owner[:-1]
+        found = sequence.layout_damage(offsets, lengths, sequence.table_end(counts)[owner],
+                                       sizes[owner], firsts)
+        if found is not None:
+            raise self._corrupt(field, int(idx[owner[found[0]]]), found[1])
 
     def _corrupt(self, field: Field, index: int, what: str) -> CorruptDatasetError:
         return CorruptDatasetError(f"{self.directory / field.file}: datapoint {index}, field "
@@ -359,14 +382,21 @@ class DatasetReader(Readable):
         return values
 
     def _counts(self, field: Field, idx: np.ndarray) -> np.ndarray:
-        """The element count of each sequence at ``idx``: one ranged read of 8 bytes each."""
+        """The element count of each sequence at ``idx``: one ranged read of 8 bytes each,
+        checked against the sample's size (``CorruptDatasetError`` for one that cannot be)."""
         if field.name in self.cache_keys:
-            buf, starts, _ = self._whole(field, idx)
-            return np.array([sequence.count(memoryview(buf)[s:]) for s in starts.tolist()], np.int64)
+            buf, starts, ends = self._whole(field, idx)
+            view = memoryview(buf)
+            return np.array([self._checked_count(field, int(i), view[s:e]) for i, s, e
+                             in zip(idx.tolist(), starts.tolist(), ends.tolist())], np.int64)
+        reader = self._readers[field.name]
+        sizes = reader.sizes(idx)
+        self._check_counts(field, idx, sizes)
         triples = np.zeros((len(idx), 3), np.uint64)
         triples[:, 0], triples[:, 2] = idx, sequence.HEADER
-        buf, _ = self._readers[field.name].read_ranges(triples)
-        return buf.view("<u8").astype(np.int64)
+        counts = reader.read_ranges(triples)[0].view("<u8")
+        self._check_counts(field, idx, sizes, counts)
+        return counts.astype(np.int64)
 
     def _sequence_ranges(self, field: Field, chosen: Selection, idx: np.ndarray) -> list[list]:
         """A range of elements of each sequence, reading only their table entries and bytes:
@@ -376,39 +406,39 @@ class DatasetReader(Readable):
         k = len(idx)
         if stop is None:  # open-ended: the counts decide where each range stops
             counts = self._counts(field, idx)
-            return [self._sequence_ranges(field, (start, int(n), step), idx[j:j + 1])[0]
+            return [self._sequence_ranges(field, (min(start, n), n, step), idx[j:j + 1])[0]
                     for j, n in enumerate(counts.tolist())]
+        sizes = reader.sizes(idx)
+        # Validated before anything is sized by it: a range past what a sample can hold
+        # (range(0, 2**40)) is past its count.
+        if (sequence.capacity(sizes) < min(stop, _MAX_STOP)).any():
+            counts = self._counts(field, idx)
+            j = int(np.argmax(counts < stop))
+            raise self._range_error(field, int(idx[j]), int(counts[j]), start, stop)
         m = stop - start
         table_at, table_len = sequence.table_bytes(start, stop)
         triples = np.empty((2 * k, 3), np.uint64)
         triples[0::2, 0] = triples[1::2, 0] = idx
         triples[0::2, 1], triples[0::2, 2] = 0, sequence.HEADER
         triples[1::2, 1], triples[1::2, 2] = table_at, table_len
-        try:
-            buf, _ = reader.read_ranges(triples)
-        except IndexError:  # a table shorter than the range: say which datapoint
-            counts = self._counts(field, idx)
-            j = int(np.argmax(counts < stop))
-            raise self._range_error(field, int(idx[j]), int(counts[j]), start, stop) from None
+        buf, _ = reader.read_ranges(triples)
         rows = buf.reshape(k, sequence.HEADER + table_len)
-        counts = rows[:, :sequence.HEADER].copy().view("<u8").reshape(k).astype(np.int64)
+        stored = rows[:, :sequence.HEADER].copy().view("<u8").reshape(k)
+        self._check_counts(field, idx, sizes, stored)
+        counts = stored.astype(np.int64)
         if (counts < stop).any():
             j = int(np.argmax(counts < stop))
             raise self._range_error(field, int(idx[j]), int(counts[j]), start, stop)
         table = np.ascontiguousarray(rows[:, sequence.HEADER:]).view(sequence.ENTRY).reshape(k, m)[:, ::step]
         numbers = np.arange(start, stop, step)
-        for j in range(k):
-            self._check_bounds(field, int(idx[j]), int(counts[j]), table["offset"][j], table["length"][j], None)
         per = table.shape[1]
+        self._check_layout(field, idx, per, table["offset"].reshape(-1), table["length"].reshape(-1),
+                           stored, sizes)
         elements = np.empty((k * per, 3), np.uint64)
         elements[:, 0] = np.repeat(idx, per)
         elements[:, 1] = table["offset"].reshape(-1)
         elements[:, 2] = table["length"].reshape(-1)
-        try:
-            data, offsets = reader.read_ranges(elements)
-        except IndexError as exc:
-            raise CorruptDatasetError(f"{self.directory / field.file}: field {field.name!r}: the "
-                                      f"element table points past the end of a sample: {exc}") from None
+        data, offsets = reader.read_ranges(elements)
         view = memoryview(data)
         starts = offsets[:-1].reshape(k, per)
         if self.check_data:
@@ -443,6 +473,10 @@ def _reopen(cls: type, directory: str, decoders: Any, cache_keys: tuple, check_d
             storage_options: dict[str, Any] | None = None) -> Any:
     return cls(directory, decoders, cache_keys, check_data=check_data,
                storage_options=storage_options)
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.empty(0, np.uint64)
 
 
 def _gather(buf: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:

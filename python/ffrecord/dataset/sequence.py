@@ -53,6 +53,84 @@ def entries(sample: memoryview, n: int) -> np.ndarray:
     return np.frombuffer(sample, ENTRY, n, offset=HEADER)
 
 
+def capacity(sizes: Any) -> Any:
+    """The most elements whose table fits in a sample of ``sizes`` bytes (an ``int``, or an
+    array giving ``int64``s), -1 for a sample too short to hold even the count: a stored
+    count above it is damage."""
+    if isinstance(sizes, int):
+        return (sizes - HEADER) // ENTRY.itemsize if sizes >= HEADER else -1
+    sizes = np.asarray(sizes, np.uint64)
+    short = sizes < HEADER
+    room = (np.where(short, HEADER, sizes) - np.uint64(HEADER)) // np.uint64(ENTRY.itemsize)
+    return np.where(short, -1, room.astype(np.int64))
+
+
+def table_end(counts: Any) -> Any:
+    """Where the elements of a sample holding ``counts`` elements start."""
+    return HEADER + ENTRY.itemsize * counts
+
+
+def layout_damage(offsets: np.ndarray, lengths: np.ndarray, ends_of_tables: Any, sizes: Any,
+                  firsts: np.ndarray | None = None) -> tuple[int, str] | None:
+    """Where the first table entry that misplaces its element is (its position) and what is
+    wrong, or ``None``. The entries are of ascending elements, in order; an element lies
+    after its sample's table (``ends_of_tables``) and inside the sample (``sizes`` bytes),
+    and after the one before it (they are stored back to back): so a damaged table cannot
+    make a read ask for more bytes than the sample holds.
+
+    The entries of several samples may be given back to back, ``ends_of_tables`` and
+    ``sizes`` then holding each entry's sample's, and ``firsts`` marking the first entry of
+    each sample (not compared with the entry before it). All the checks are vectorised."""
+    ends = offsets + lengths
+    for bad, what in ((offsets < ends_of_tables, "the element table points into itself"),
+                      ((ends < offsets) | (ends > sizes),
+                       "the element table points past the end of the sample")):
+        if bad.any():
+            return int(np.argmax(bad)), what
+    overlap = offsets[1:] < ends[:-1]
+    if firsts is not None:
+        overlap &= ~firsts[1:]
+    if overlap.any():
+        return int(np.argmax(overlap)) + 1, "the element table's elements overlap or are out of order"
+    return None
+
+
+def fitting_count(sample: memoryview) -> int | None:
+    """The element count of a whole sample, or ``None`` when the sample cannot hold it or
+    its table (damage)."""
+    n = count(sample) if len(sample) >= HEADER else None
+    return n if n is not None and n <= capacity(len(sample)) else None
+
+
+def count_damage(size: int) -> str:
+    """Says that a sample of ``size`` bytes does not hold the element count it states."""
+    return f"the element count does not fit a sample of {size} bytes"
+
+
+def damage(sample: memoryview) -> str | None:
+    """What is wrong with a stored sequence sample (its count, its table, the CRC-32 of
+    each element), or ``None`` when it is intact.
+
+    >>> sample = bytearray(pack([b"ab", b"cd"]))
+    >>> damage(memoryview(sample)) is None
+    True
+    >>> sample[-1] ^= 1
+    >>> damage(memoryview(sample))
+    'element 1: CRC-32 mismatch'
+    """
+    n = fitting_count(sample)
+    if n is None:
+        return count_damage(len(sample))
+    table = entries(sample, n)
+    found = layout_damage(table["offset"], table["length"], table_end(n), len(sample))
+    if found is not None:
+        return found[1]
+    for k, (offset, length, crc) in enumerate(table.tolist()):
+        if zlib.crc32(sample[offset:offset + length]) != crc:
+            return f"element {k}: CRC-32 mismatch"
+    return None
+
+
 def table_bytes(start: int, stop: int) -> tuple[int, int]:
     """``(offset, length)`` in a sample of the table entries of elements ``[start, stop)``."""
     return HEADER + ENTRY.itemsize * start, ENTRY.itemsize * (stop - start)

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import IncompleteDatasetError, SpecError, UnsupportedVersionError
+from .. import _paths
+from .errors import CorruptDatasetError, IncompleteDatasetError, SpecError, UnsupportedVersionError
 
 SPEC_FILE = "spec.json"
 FORMAT = "ffrecord.dataset"
@@ -76,8 +77,9 @@ def parse_spec(spec: Any) -> dict[str, Field]:
 
 
 def write_spec(directory: Path, fields: Mapping[str, Field], length: int) -> None:
-    """Writes ``spec.json`` atomically (temporary file, fsync, rename, directory fsync): it is
-    the last thing a writer does, so a dataset without it never looks complete."""
+    """Writes ``spec.json`` atomically (temporary file, fsync, link, directory fsync), never
+    replacing one: it is the last thing a writer does, so a dataset without it never looks
+    complete, and a complete one is never replaced."""
     document = {"format": FORMAT, "version": VERSION, "length": length,
                 "fields": {name: field.spec for name, field in fields.items()}}
     fd, tmp = tempfile.mkstemp(prefix=f".{SPEC_FILE}.tmp-", dir=directory)
@@ -88,11 +90,27 @@ def write_spec(directory: Path, fields: Mapping[str, Field], length: int) -> Non
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
-        os.replace(tmp, directory / SPEC_FILE)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        _publish(tmp, directory / SPEC_FILE)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
     sync_directory(directory)
+
+
+def _publish(tmp: str, path: Path) -> None:
+    """Gives ``tmp`` the name ``path`` unless something has it: ``FileExistsError`` then (a
+    hard link fails rather than replace; where links are not supported, a check first)."""
+    try:
+        os.link(tmp, path)
+        return
+    except FileExistsError:
+        pass
+    except OSError:  # no hard links on this file system
+        if not os.path.lexists(path):
+            os.replace(tmp, path)
+            return
+    raise FileExistsError(f"{path.parent}: a dataset was completed here by another writer "
+                          f"({SPEC_FILE} appeared): not replacing it")
 
 
 def sync_directory(directory: Path) -> None:
@@ -103,31 +121,83 @@ def sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+# spec.json is a few hundred bytes; a bigger one is not a spec (a remote one is bounded the
+# same by ffr_fetch_text).
+MAX_SPEC_BYTES = 16 << 20
+
+
 def read_spec(directory: Path) -> tuple[dict[str, Field], int]:
-    """The fields and datapoint count of the dataset in ``directory``, from its ``spec.json``."""
+    """The fields and datapoint count of the dataset in ``directory``, from its ``spec.json``.
+
+    A ``spec.json`` that is not a regular file (a FIFO, a link to ``/dev/zero``) is refused
+    at once (``ValueError``); one that is too large, not UTF-8, not JSON (or nested too
+    deep), has a key twice or holds a field of the wrong type raises ``CorruptDatasetError``
+    naming it."""
     path = directory / SPEC_FILE
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = _read_bounded(path)
     except FileNotFoundError:
         if not directory.is_dir():
             raise FileNotFoundError(f"{directory}: no such directory") from None
         raise IncompleteDatasetError(
             f"{directory}: no {SPEC_FILE}: not a dataset, or its writer never finished") from None
     try:
-        document = json.loads(text)
-        kind, version = document["format"], document["version"]
-    except (ValueError, TypeError, KeyError):
-        raise SpecError(f"{path}: not a structured dataset spec") from None
-    if kind != FORMAT or not isinstance(version, int):
-        raise SpecError(f"{path}: not a structured dataset spec (format {kind!r})")
+        document = json.loads(raw, object_pairs_hook=_unique_keys)
+    except UnicodeDecodeError as exc:
+        raise _damaged(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise _damaged(path, "nested too deep to be a spec") from None
+    except _DuplicateKey as exc:
+        raise _damaged(path, str(exc)) from None
+    except ValueError as exc:
+        raise _damaged(path, f"not JSON ({exc})") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        kind = document.get("format") if isinstance(document, dict) else type(document).__name__
+        raise _damaged(path, f"not a structured dataset spec (format {kind!r:.80})")
+    version = document.get("version")
+    if not _is_count(version) or version < 1:
+        raise _damaged(path, f"bad format version {version!r:.80}")
     if version > VERSION:
         raise UnsupportedVersionError(
             f"{path}: format version {version} is newer than this library reads ({VERSION}): "
             "upgrade ffrecord")
     length = document.get("length")
-    if not isinstance(length, int) or length < 0:
-        raise SpecError(f"{path}: bad datapoint count {length!r}")
+    if not _is_count(length):
+        raise _damaged(path, f"bad datapoint count {length!r:.80}")
     try:
         return parse_spec(document.get("fields")), length
     except SpecError as exc:
-        raise SpecError(f"{path}: {exc}") from None
+        raise _damaged(path, str(exc)) from None
+
+
+def _read_bounded(path: Any) -> bytes:
+    """The bytes of a small file: at most ``MAX_SPEC_BYTES``, opened without blocking and
+    refused unless it is a regular file (``_paths.open_regular``, the core's rule)."""
+    if not isinstance(path, Path):  # a RemotePath: the core bounds the fetch
+        return path.read_bytes()
+    with _paths.open_regular(path) as f:
+        raw = f.read(MAX_SPEC_BYTES + 1)
+    if len(raw) > MAX_SPEC_BYTES:
+        raise _damaged(path, f"larger than {MAX_SPEC_BYTES >> 20} MiB: not a spec")
+    return raw
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object with a key twice: ``json`` would keep the last silently."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise _DuplicateKey(f"key {twice!r:.80} appears twice")
+    return document
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _damaged(path: Any, what: str) -> CorruptDatasetError:
+    return CorruptDatasetError(f"{path}: {what}")

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from .. import _remote
 from ..writer import ClosesOrAborts, FileWriter
 from . import codecs, sequence
+from .claim import Claim
 from .errors import CodecError, DatapointError
 from .spec import SPEC_FILE, Field, parse_spec, sync_directory, write_spec
 
@@ -26,9 +27,15 @@ class DatasetWriter(ClosesOrAborts):
     complete, and are removed again if the dataset cannot be finished). ``directory`` must
     not hold a dataset already; it is created if needed.
 
+    The writer claims ``directory`` when it is made (see ``ffrecord.dataset.claim``): a
+    second writer on it, in any process, raises ``FileExistsError`` until this one is closed
+    or aborted (or its process dies). A failure or ``abort()`` removes only what this writer
+    made, and ``close()`` never replaces a ``spec.json`` that appeared meanwhile.
+
     ``encoders`` maps type names to functions ``value -> bytes-like`` (see
     ``ffrecord.dataset.codecs``). Every field of a datapoint is encoded before any is
-    written, so a failing encoder leaves the dataset as it was; the writer stays usable.
+    written, so a failing encoder leaves the dataset as it was; the writer stays usable. An
+    encoder may return the same buffer each time: its output is copied.
 
     ``length``, when known, is the exact number of datapoints to be written (more is a
     ``ValueError`` at ``append``, fewer at ``close``): each field file is then written in
@@ -55,7 +62,10 @@ class DatasetWriter(ClosesOrAborts):
                  encoders: Mapping[str, Callable] | None = None, *, length: int | None = None,
                  storage_options: dict[str, Any] | None = None) -> None:
         self._writers: dict[str, FileWriter] = {}
+        self._placed: dict[str, os.stat_result] = {}  # field files this writer moved into place
         self._staging: str | None = None
+        self._claim: Claim | None = None
+        self._created = self._finished = False
         self.storage_options = storage_options
         location = os.fsdecode(_remote.local_path(directory))
         self.url = location if _remote.is_url(location) else None
@@ -68,21 +78,33 @@ class DatasetWriter(ClosesOrAborts):
             self._staging = tempfile.mkdtemp(prefix="ffrecord-upload-")
             location = os.path.join(self._staging, "dataset")
         self.directory = Path(location)
-        if (self.directory / SPEC_FILE).exists():
-            raise FileExistsError(f"{self.directory}: already holds a dataset ({SPEC_FILE})")
-        self._created = not self.directory.exists()
-        self.directory.mkdir(parents=True, exist_ok=True)
         self._expected = length
         self._length = 0
         self._size = 0
         self._closed = False
         try:
+            self._claim_directory()
             for name, field in self._fields.items():
                 self._writers[name] = FileWriter(self.directory / field.file, length,
                                                  compression=field.compression)
         except BaseException:
             self.abort()
             raise
+
+    def _claim_directory(self) -> None:
+        """Creates the directory if needed and claims it; ``FileExistsError`` when another
+        writer holds it or it holds a dataset (checked after claiming, so that no writer
+        can complete one in between)."""
+        self.directory.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir()
+            self._created = True
+        except FileExistsError:
+            pass
+        if self._staging is None:  # a staging directory is private already
+            self._claim = Claim(self.directory)
+        if os.path.lexists(self.directory / SPEC_FILE):
+            raise FileExistsError(f"{self.directory}: already holds a dataset ({SPEC_FILE})")
 
     @property
     def spec(self) -> dict[str, str]:
@@ -115,11 +137,11 @@ class DatasetWriter(ClosesOrAborts):
         except BaseException:
             self.abort()
             raise
-        self._size += sum(map(_nbytes, samples.values()))
+        self._size += sum(map(len, samples.values()))
         self._length += 1
         return index
 
-    def _encode(self, datapoint: Any, index: int) -> dict[str, Any]:
+    def _encode(self, datapoint: Any, index: int) -> dict[str, bytes]:
         if not isinstance(datapoint, Mapping):
             raise DatapointError(f"datapoint {index} must be a dict, not {type(datapoint).__name__}",
                                  index=index)
@@ -135,7 +157,7 @@ class DatasetWriter(ClosesOrAborts):
         return {name: self._encode_field(field, datapoint[name], index)
                 for name, field in self._fields.items()}
 
-    def _encode_field(self, field: Field, value: Any, index: int) -> Any:
+    def _encode_field(self, field: Field, value: Any, index: int) -> bytes:
         encode = self._encoders[field.name]
         if not field.sequence:
             return _checked(encode, value, field, index, None)
@@ -156,7 +178,7 @@ class DatasetWriter(ClosesOrAborts):
         try:
             # Each close fsyncs its file; the library releases the GIL, so they overlap.
             with ThreadPoolExecutor(len(self._writers)) as pool:
-                for future in [pool.submit(w.close) for w in self._writers.values()]:
+                for future in [pool.submit(self._place, name) for name in self._writers]:
                     future.result()
             write_spec(self.directory, self._fields, self._length)
             if self.url is not None:
@@ -164,8 +186,13 @@ class DatasetWriter(ClosesOrAborts):
         except BaseException:
             self._discard()
             raise
-        if self._staging is not None:
-            shutil.rmtree(self._staging, ignore_errors=True)
+        self._finished = True
+        self._release()
+
+    def _place(self, name: str) -> None:
+        """Closes one field's writer (moving its file into place) and notes what it made."""
+        self._writers[name].close()
+        self._placed[name] = os.stat(self.directory / self._fields[name].file)
 
     def _upload(self) -> None:
         def pair(name: str) -> tuple[str, str]:
@@ -175,22 +202,36 @@ class DatasetWriter(ClosesOrAborts):
                            self.storage_options, last=[pair(SPEC_FILE)])
 
     def abort(self) -> None:
-        """Discards everything written; a directory this writer created is removed."""
+        """Discards everything written; a directory this writer created is removed when
+        nothing else is in it. After a successful ``close()``, does nothing."""
         self._closed = True
-        self._discard()
+        if not self._finished:
+            self._discard()
 
     def _discard(self) -> None:
+        """Removes what this writer made, and nothing else: its unfinished files, the field
+        files it moved into place (if they are still the ones it made), its claim."""
         for name, writer in self._writers.items():
-            if writer.closed:  # already moved into place by a close that then failed
-                _remove(self.directory / self._fields[name].file)
+            if name in self._placed:  # moved into place by a close that then failed
+                _remove_if_same(self.directory / self._fields[name].file, self._placed[name])
             else:
                 writer.abort()
+        if self._staging is None and self._claim is not None:
+            sync_directory(self.directory)
+        self._release()
+
+    def _release(self) -> None:
+        """Gives up the claim, then removes the directory if this writer made it and it is
+        empty (a staging directory: whole)."""
+        if self._claim is not None:
+            self._claim.release()
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
-        elif self._created:
-            shutil.rmtree(self.directory, ignore_errors=True)
-        else:
-            sync_directory(self.directory)
+        elif self._created and not self._finished:
+            try:
+                self.directory.rmdir()
+            except OSError:  # not empty: another writer's, or the user's, files
+                pass
 
     @property
     def closed(self) -> bool:
@@ -200,9 +241,10 @@ class DatasetWriter(ClosesOrAborts):
         return f"{type(self).__name__}({self.url or str(self.directory)!r}, {self.spec}) n={self._length}"
 
 
-def _checked(encode: Callable, value: Any, field: Field, index: int, element: int | None) -> Any:
-    """``encode(value)``, with any failure (or a result that is not bytes-like) raised as a
-    ``CodecError`` naming the field, datapoint and element."""
+def _checked(encode: Callable, value: Any, field: Field, index: int, element: int | None) -> bytes:
+    """``encode(value)`` as ``bytes``, with any failure (or a result that is not bytes-like)
+    raised as a ``CodecError`` naming the field, datapoint and element. A buffer is copied:
+    it is kept until every field is encoded, and an encoder may reuse it."""
     try:
         encoded = encode(value)
     except Exception as exc:
@@ -216,7 +258,7 @@ def _checked(encode: Callable, value: Any, field: Field, index: int, element: in
                            element) from None
     if not view.c_contiguous:
         raise _codec_error("encoder returned a non-contiguous buffer", field, index, element)
-    return encoded
+    return view.tobytes()
 
 
 def _codec_error(what: str, field: Field, index: int, element: int | None) -> CodecError:
@@ -230,13 +272,11 @@ def shard_name(number: int) -> str:
     return f"{number:06d}"
 
 
-def _nbytes(sample: Any) -> int:
-    return len(sample) if isinstance(sample, bytes) else memoryview(sample).nbytes
-
-
-def _remove(path: Path) -> None:
+def _remove_if_same(path: Path, made: os.stat_result) -> None:
+    """Removes ``path`` if it is still the file ``made`` describes."""
     try:
-        path.unlink()
+        if os.path.samestat(os.stat(path, follow_symlinks=False), made):
+            path.unlink()
     except FileNotFoundError:
         pass
 
@@ -313,9 +353,13 @@ class ShardedDatasetWriter(ClosesOrAborts):
         if self._closed:
             raise ValueError(f"I/O operation on closed {type(self).__name__}")
         if self._writer is None:
-            self._writer = DatasetWriter(self.directory / shard_name(self._next_shard), self.spec,
-                                         self._encoders, length=self._shard_length(self._next_shard),
-                                         storage_options=self.storage_options)
+            try:
+                self._writer = DatasetWriter(self.directory / shard_name(self._next_shard), self.spec,
+                                             self._encoders, length=self._shard_length(self._next_shard),
+                                             storage_options=self.storage_options)
+            except FileExistsError as exc:
+                raise FileExistsError(f"{exc}: shard {self._next_shard} is another writer's (do two "
+                                      "writers have overlapping shardstart/shardstep?)") from None
         index = len(self)
         self._writer.append(datapoint)
         if len(self._writer) in (self.shardlen, self._writer._expected):

@@ -1,0 +1,128 @@
+"""A writer's claim on a dataset directory: while one ``DatasetWriter`` writes a directory,
+no other can, in this process or any other.
+
+The claim is a hidden file, ``.ffrecord-writer``, created with ``O_EXCL`` and held locked
+(``flock``) for the writer's life. The lock dies with its process, so a claim left behind by
+a writer that was killed is taken over by the next writer, and never by two at once: the
+taker locks the file it opened, then checks that the name still leads to it (a writer that
+releases removes the name first, then unlocks). On a file system without ``flock`` the
+exclusive creation alone claims, and a claim left behind must be removed by hand (the error
+says so). A process forked while holding a claim does not hold it (the child closes its copy
+of the descriptor), so a writer's claim ends with the writer's process, not its children.
+
+>>> import tempfile
+>>> from pathlib import Path
+>>> folder = Path(tempfile.mkdtemp())
+>>> first = Claim(folder)
+>>> try:
+...     Claim(folder)
+... except FileExistsError as exc:
+...     print("refused:", "another writer" in str(exc))
+refused: True
+>>> first.release(); Claim(folder).release()
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import socket
+import weakref
+from pathlib import Path
+
+CLAIM_FILE = ".ffrecord-writer"
+_NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+
+
+class Claim:
+    """Claims ``directory`` for one writer (``FileExistsError`` when another holds it);
+    ``release()`` gives it back."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / CLAIM_FILE
+        self._fd: int | None = None
+        while self._fd is None:
+            self._fd = self._try_claim()
+        _HELD.add(self)
+
+    def _try_claim(self) -> int | None:
+        """The locked descriptor of the claim file, or ``None`` to try again (the claim was
+        released or replaced while we opened it)."""
+        flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
+        try:
+            fd, created = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            try:
+                fd, created = os.open(self.path, flags), False
+            except FileNotFoundError:
+                return None
+        try:
+            if not self._lock(fd, created):
+                raise FileExistsError(f"{self.path.parent}: another writer is writing a dataset "
+                                      f"here ({_holder(fd)})")
+            try:
+                if not os.path.samestat(os.fstat(fd), os.stat(self.path, follow_symlinks=False)):
+                    os.close(fd)
+                    return None
+            except FileNotFoundError:
+                os.close(fd)
+                return None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _lock(self, fd: int, created: bool) -> bool:
+        """Locks the claim file; ``False`` when a live writer holds it."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        except OSError as exc:
+            if exc.errno not in _NO_LOCKS:
+                raise
+        if created:  # no locks here: the exclusive creation is the claim
+            return True
+        raise FileExistsError(f"{self.path.parent}: claimed by a writer ({_holder(fd)}); this file "
+                              f"system has no locks to tell whether it still runs: if it does not, "
+                              f"remove {self.path}")
+
+    def release(self) -> None:
+        """Gives the directory back (removing the name first, then unlocking). Idempotent."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if os.path.samestat(os.fstat(fd), os.stat(self.path, follow_symlinks=False)):
+                os.unlink(self.path)
+        except FileNotFoundError:  # removed by hand: nothing of ours to remove
+            pass
+        finally:
+            os.close(fd)
+
+    def __repr__(self) -> str:
+        return f"Claim({str(self.path)!r}, {'held' if self._fd is not None else 'released'})"
+
+
+_HELD: weakref.WeakSet[Claim] = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    """After ``fork()``: the child closes its copies of held claims' descriptors (the lock
+    stays with the parent's) and will not release them."""
+    for claim in list(_HELD):
+        fd, claim._fd = claim._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _holder(fd: int) -> str:
+    text = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+    return text or "starting"
