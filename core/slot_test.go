@@ -148,8 +148,8 @@ func FuzzCompressedBatch(f *testing.F) {
 		for at := 0; at < len(data); at += step {
 			samples = append(samples, data[at:min(len(data), at+int(size))])
 		}
-		// copies/255 of two parallelBytes of copies, in at most 20,000 samples.
-		for range min(20000, int(copies)*(2*parallelBytes/255)/max(len(data), 1)) {
+		// copies/255 of two parallelBytes of copies, in at most 4,000 samples.
+		for range min(4000, int(copies)*(2*parallelBytes/255)/max(len(data), 1)) {
 			samples = append(samples, data)
 		}
 		want := bytes.Join(samples, nil)
