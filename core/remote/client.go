@@ -193,7 +193,7 @@ func (c *Client) Stat(raw string) (size int64, etag string, err error) {
 	err = c.do(context.Background(), "HEAD", loc, func(ctx context.Context) (*http.Request, error) {
 		return c.request(ctx, http.MethodHead, loc, loc.url, nil, emptyHash)
 	}, func(resp *http.Response) error {
-		size, etag = resp.ContentLength, strings.Trim(resp.Header.Get("ETag"), `"`)
+		size, etag = resp.ContentLength, trimETag(resp.Header.Get("ETag"))
 		if size < 0 {
 			return fmt.Errorf("no Content-Length in the answer")
 		}
@@ -201,6 +201,9 @@ func (c *Client) Stat(raw string) (size int64, etag string, err error) {
 	})
 	return size, etag, err
 }
+
+// trimETag is an ETag header without its quotes.
+func trimETag(header string) string { return strings.Trim(header, `"`) }
 
 // request builds a signed request.
 func (c *Client) request(ctx context.Context, method string, loc *location, target string, body []byte, payloadHash string) (*http.Request, error) {

@@ -1,0 +1,66 @@
+"""Object storage never returns wrong data nor leaks a secret (issue 17, items 2, 3, 11, 12).
+
+A replaced object is not read as the old one; S3 keys are opaque (``?``, ``#``, ``%2F`` are
+part of the key); no error message or repr carries a credential; a long final key segment
+does not make the writer's local staging name too long.
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+from ffrecord import FileReader, FileWriter, ObjectChangedError
+from ffrecord.errors import CorruptFileError
+
+sys.path.insert(0, str(REPO))
+
+from benchmarks.range_server import RangeServer  # noqa: E402
+from remote_fixtures import bucket, keys, s3_endpoint  # noqa: E402, F401 - fixtures
+
+
+def ffr_bytes(tmp_path, samples: list[bytes], name: str = "f.ffr") -> bytes:
+    path = tmp_path / name
+    with FileWriter(path, len(samples)) as w:
+        w.write_many(samples)
+    return path.read_bytes()
+
+
+def same_shape(seed: int) -> list[bytes]:
+    """Samples of fixed sizes: two files of them have the same header but for checksums."""
+    rng = np.random.default_rng(seed)
+    return [rng.bytes(1000) for _ in range(50)]
+
+
+# -- item 2: an object replaced after open ---------------------------------------------------
+
+
+@pytest.mark.parametrize("check_data", [True, False])
+def test_object_replaced_over_http_is_not_read_as_the_old_one(tmp_path, check_data):
+    old, new = ffr_bytes(tmp_path, same_shape(1)), ffr_bytes(tmp_path, same_shape(2))
+    assert len(old) == len(new)
+    with RangeServer({"/f.ffr": old}) as srv:
+        with FileReader(srv.url + "/f.ffr", check_data) as r:
+            assert r.read_one(3).tobytes() == same_shape(1)[3]
+            srv.objects["/f.ffr"] = new
+            with pytest.raises(ObjectChangedError, match="changed since it was opened") as info:
+                r.read(range(r.n))
+            assert info.value.errno == errno.ESTALE
+            assert isinstance(info.value, OSError) and not isinstance(info.value, CorruptFileError)
+            assert "checksum" not in str(info.value)
+        with FileReader(srv.url + "/f.ffr", check_data) as r:  # reopened: the new object
+            assert [s.tobytes() for s in r.read(range(r.n))] == same_shape(2)
+
+
+@pytest.mark.parametrize("check_data", [True, False])
+def test_object_replaced_on_s3_is_not_read_as_the_old_one(tmp_path, bucket, check_data):
+    client, name, opts = bucket
+    client.put_object(Bucket=name, Key="f.ffr", Body=ffr_bytes(tmp_path, same_shape(1)))
+    with FileReader(f"s3://{name}/f.ffr", check_data, storage_options=opts) as r:
+        client.put_object(Bucket=name, Key="f.ffr", Body=ffr_bytes(tmp_path, same_shape(2)))
+        with pytest.raises(ObjectChangedError, match="changed since it was opened"):
+            r.read(range(r.n))
