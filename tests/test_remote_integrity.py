@@ -64,3 +64,34 @@ def test_object_replaced_on_s3_is_not_read_as_the_old_one(tmp_path, bucket, chec
         client.put_object(Bucket=name, Key="f.ffr", Body=ffr_bytes(tmp_path, same_shape(2)))
         with pytest.raises(ObjectChangedError, match="changed since it was opened"):
             r.read(range(r.n))
+
+
+# -- item 3: S3 keys are opaque --------------------------------------------------------------
+
+OPAQUE_KEYS = ["results?v2.ffr", "a#frag.ffr", "x%2Fy.ffr", "ünïcode ✓ 1+1=2&more.ffr",
+               "dir/" + "k" * 300 + ".ffr"]  # a final segment longer than a local file name
+
+
+@pytest.mark.parametrize("key", OPAQUE_KEYS, ids=["query", "fragment", "escape", "unicode", "long"])
+def test_s3_keys_are_written_and_read_verbatim(bucket, key):
+    client, name, opts = bucket
+    for neighbour in ("results", "a", "x/y.ffr", "x%2Fy"):
+        client.put_object(Bucket=name, Key=neighbour, Body=b"not yours")
+    samples = [b"first", b"", b"third" * 100]
+    with FileWriter(f"s3://{name}/{key}", len(samples), storage_options=opts) as w:
+        w.write_many(samples)
+    assert keys(client, name) == sorted([key, "results", "a", "x/y.ffr", "x%2Fy"])
+    for neighbour in ("results", "a", "x/y.ffr", "x%2Fy"):
+        assert client.get_object(Bucket=name, Key=neighbour)["Body"].read() == b"not yours"
+    with FileReader(f"s3://{name}/{key}", storage_options=opts) as r:
+        assert [s.tobytes() for s in r.read(range(r.n))] == samples
+    prefix = f"s3://{name}/" + key.rpartition("/")[0]
+    with FileReader(prefix + ("/" if "/" in key else ""), storage_options=opts) as r:
+        assert r.fnames == [f"s3://{name}/{key}"]  # a listed key opens as itself
+
+
+def test_bad_s3_urls_are_value_errors(bucket):
+    _, name, opts = bucket
+    for url in (f"s3://{name}/" + "k" * 1025, "s3:///key.ffr", "s3://b?x/k.ffr", "s3://user@b/k.ffr"):
+        with pytest.raises(ValueError, match="bad URL"):
+            FileReader(url, storage_options=opts)

@@ -64,7 +64,9 @@ func newClient(opts Options) (*Client, error) {
 	if opts.Concurrency < 1 {
 		return nil, fmt.Errorf("concurrency %d is not positive", opts.Concurrency)
 	}
-	c := &Client{opts: opts, slots: make(chan struct{}, opts.Concurrency), signer: v4.NewSigner()}
+	// S3 signs the path escaped once, as sent (other AWS services escape it twice).
+	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
+	c := &Client{opts: opts, slots: make(chan struct{}, opts.Concurrency), signer: signer}
 	endpoint := opts.EndpointURL
 	custom := endpoint != ""
 	if !custom {

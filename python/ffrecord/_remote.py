@@ -136,18 +136,20 @@ def join(prefix: str, name: str) -> str:
 class Staging:
     """A private local directory where a file bound for ``url`` is written before upload.
 
-    >>> s = Staging("s3://bucket/data/part.ffr")
+    The staged file's name is fixed, not the key's last segment: a key may hold up to 1024
+    bytes and any character, a local file name at most 255 bytes and no "/".
+
+    >>> s = Staging("s3://bucket/data/" + "p" * 1000 + ".ffr")
     >>> os.path.basename(s.path)
-    'part.ffr'
+    'staged.ffr'
     >>> s.discard(); os.path.exists(s.path)
     False
     """
 
     def __init__(self, url: str) -> None:
         check_writable(url)
-        name = url.rstrip("/").rsplit("/", 1)[-1]
         self.dir = tempfile.mkdtemp(prefix="ffrecord-upload-")
-        self.path = os.path.join(self.dir, name)
+        self.path = os.path.join(self.dir, "staged.ffr")
 
     def discard(self) -> None:
         """Removes the staged file and its directory."""
