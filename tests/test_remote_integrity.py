@@ -95,3 +95,59 @@ def test_bad_s3_urls_are_value_errors(bucket):
     for url in (f"s3://{name}/" + "k" * 1025, "s3:///key.ffr", "s3://b?x/k.ffr", "s3://user@b/k.ffr"):
         with pytest.raises(ValueError, match="bad URL"):
             FileReader(url, storage_options=opts)
+
+
+# -- item 11: no secret in any message or repr -----------------------------------------------
+
+SECRET = "Zq7SECRETvalue-d1st1nct1ve+/xyz"
+
+
+def messages_of(call) -> list[str]:
+    """The messages of what ``call`` raises, with its causes, and its repr."""
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - every kind of failure is looked at
+        seen, out = exc, []
+        while seen is not None:
+            out += [str(seen), repr(seen), *map(str, getattr(seen, "args", ()))]
+            seen = seen.__cause__ or seen.__context__
+        return out
+    pytest.fail(f"{call} raised nothing")
+
+
+def test_no_secret_in_errors_or_reprs(tmp_path, monkeypatch, bucket):
+    client, name, opts = bucket
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", SECRET)
+    url = f"s3://{name}/f.ffr"
+    bad_options = [{"timeout": "5"}, {"timeout": SECRET}, {"concurrency": SECRET}, {"retries": 1.5},
+                   {"anonymous": SECRET}, {"virtual_hosted": SECRET}, {"region": 5}, {"timeout": -1},
+                   {"timeout": float("nan")}, {"endpoint_url": f"ftp://AKID:{SECRET}@127.0.0.1"},
+                   {"endpoint_url": f"http://AKID:{SECRET}@[::1"}, {"no_such_option": SECRET},
+                   {"timeout": b"5"}]
+    failures = []
+    for options in bad_options:
+        failures += messages_of(lambda: FileReader(url, storage_options=options))
+        failures += messages_of(lambda: FileWriter(url, 1, storage_options=options).close())
+    bad_urls = [f"https://AKID:{SECRET}@127.0.0.1:1/f.ffr", f"https://AKID:{SECRET[:-4]}@h/f.ffr", f"http://AKID:{SECRET}@[::1/f.ffr",
+                f"s3://AKID:{SECRET}@{name}/f.ffr", f"s3://{name}/" + "k" * 1025, "s3:///k.ffr"]
+    for bad in bad_urls:
+        failures += messages_of(lambda: FileReader(bad, storage_options=opts))
+    with RangeServer() as srv:  # an S3 endpoint that refuses every signed request
+        srv.always = 403
+        refused = {"endpoint_url": srv.url, "retries": -1}
+        failures += messages_of(lambda: FileReader(f"s3://{name}/f.ffr", storage_options=refused))
+        with FileWriter(f"s3://{name}/w.ffr", 1, storage_options=refused) as w:
+            w.write_one(b"x")
+            failures.append(repr(w))
+            failures += messages_of(w.close)
+    with FileWriter(url, 1, storage_options=opts) as w:
+        w.write_one(b"x")
+        failures.append(repr(w))
+    with FileReader(url, storage_options=opts) as r:
+        failures += [repr(r), str(r.fnames)]
+    pieces = {SECRET[k:k + 8] for k in range(len(SECRET) - 7)}  # a secret cut short leaks too
+    leaked = [m for m in failures if any(p in m for p in pieces)]
+    assert not leaked, leaked
+    assert any("timeout must be a JSON number, not a string" in m for m in failures)
+    assert any("with credentials" in m for m in failures)

@@ -74,7 +74,7 @@ func newClient(opts Options) (*Client, error) {
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: endpoint %q is not an http(s) URL", ErrBadURL, endpoint)
+		return nil, fmt.Errorf("%w: endpoint %q is not an http(s) URL", ErrBadURL, withoutUserinfo(endpoint))
 	}
 	c.endpoint = u
 	c.virtualHosted = !custom
@@ -95,6 +95,19 @@ func newClient(opts Options) (*Client, error) {
 		ReadBufferSize:        64 << 10,
 	}}
 	return c, nil
+}
+
+// withoutUserinfo is a URL for messages: credentials written into it ("user:password@")
+// are left out, and so is all of a text that does not parse as a URL.
+func withoutUserinfo(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	if u.User != nil {
+		u.User = url.User("redacted")
+	}
+	return u.String()
 }
 
 // CloseIdle closes the idle connections of every client (for leak checks and tests).

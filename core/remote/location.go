@@ -57,11 +57,19 @@ func (c *Client) locate(raw string) (*location, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadURL, err)
+		// Neither the URL nor the parser's detail is quoted: either may hold a password
+		// (a password with a "/" is read as the host's port).
+		return nil, fmt.Errorf("%w: an http(s) URL that does not parse", ErrBadURL)
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "http", "https":
-		if u.Host == "" {
+		switch {
+		case u.User != nil:
+			// A URL names the file in every message, in fnames and in reprs: a password
+			// in it would be shown everywhere.
+			return nil, fmt.Errorf("%w: %s: URLs with credentials (user:password@) are not accepted", ErrBadURL,
+				withoutUserinfo(raw))
+		case u.Host == "":
 			return nil, fmt.Errorf("%w: %s has no host", ErrBadURL, raw)
 		}
 		return &location{raw: raw, url: raw}, nil
@@ -89,8 +97,9 @@ func splitS3(raw string) (bucket, key string, err error) {
 	case bucket == "":
 		return "", "", fmt.Errorf("%w: %s has no bucket", ErrBadURL, raw)
 	case strings.IndexFunc(bucket, notBucketRune) >= 0:
-		return "", "", fmt.Errorf("%w: bucket %q of %s holds a character buckets cannot (letters, digits, '.', '-', '_')",
-			ErrBadURL, bucket, raw)
+		// Not quoted: "s3://user:password@bucket/…" lands here.
+		return "", "", fmt.Errorf("%w: the bucket of an s3:// URL holds a character buckets cannot "+
+			"(they are letters, digits, '.', '-' and '_')", ErrBadURL)
 	case !utf8.ValidString(key):
 		return "", "", fmt.Errorf("%w: the key of %q is not valid UTF-8", ErrBadURL, raw)
 	case len(key) > maxS3KeySize:
