@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import sys
+import urllib.parse
 
 import numpy as np
 import pytest
@@ -88,6 +89,22 @@ def test_s3_keys_are_written_and_read_verbatim(bucket, key):
     prefix = f"s3://{name}/" + key.rpartition("/")[0]
     with FileReader(prefix + ("/" if "/" in key else ""), storage_options=opts) as r:
         assert r.fnames == [f"s3://{name}/{key}"]  # a listed key opens as itself
+
+
+@pytest.mark.parametrize("name", ["a b.ffr", "a?b.ffr", "a#b.ffr", "ü.ffr", "a%2Fb.ffr"])
+def test_file_urls_name_the_same_file_for_writers_and_readers(tmp_path, name):
+    """Writers resolve file:// URLs in Python, readers in the core: they must agree."""
+    url = "file://" + urllib.parse.quote(str(tmp_path / name))
+    with FileWriter(url, 1) as w:  # Python's reading of the URL
+        w.write_one(name.encode())
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+    with FileReader(url) as r:  # the core's
+        assert r.fnames == [str(tmp_path / name)] and r.read_one(0).tobytes() == name.encode()
+    for elsewhere in ("file://host/x.ffr", "file://host" + str(tmp_path / name)):
+        with pytest.raises(ValueError):
+            FileReader(elsewhere)
+        with pytest.raises(ValueError):
+            FileWriter(elsewhere, 1)
 
 
 def test_bad_s3_urls_are_value_errors(bucket):
