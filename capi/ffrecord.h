@@ -178,7 +178,10 @@ int32_t ffr_reader_verified(int64_t handle, uint64_t *ids, uint64_t nids, uint64
  * AWS_REGION, AWS_PROFILE, the AWS credentials and config files, FFRECORD_CACHE_DIR,
  * FFRECORD_REMOTE_CONCURRENCY). An unknown field is FFR_E_INVALID. A missing object is
  * FFR_E_NOTFOUND (errno ENOENT), a refused one FFR_E_IO with errno EACCES, a response
- * cut short again after a retry FFR_E_CORRUPT. */
+ * cut short again after a retry FFR_E_CORRUPT, an object replaced since it was opened (a
+ * read is conditional on the ETag seen at open) FFR_E_IO with errno ESTALE. In an s3://
+ * URL everything after the bucket's "/" is the key, verbatim (no query, fragment or
+ * percent-decoding). */
 int32_t ffr_reader_open_options(const char *const *paths, uint64_t npaths, uint32_t flags,
                                 const char *options, int64_t *handle);
 
