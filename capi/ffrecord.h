@@ -304,6 +304,10 @@ int32_t ffr_list(const char *url, const char *options, char *buf, size_t len, si
 /* Deletes the object at url (s3://bucket/key); a missing object is FFR_OK. */
 int32_t ffr_remove(const char *url, const char *options);
 
+/* FFR_OK when url (s3://, http(s)://) is well formed as every call above reads it, else
+ * FFR_E_INVALID saying why; no request is made. */
+int32_t ffr_check_url(const char *url);
+
 #ifdef __cplusplus
 }
 #endif

@@ -150,6 +150,7 @@ def test_no_secret_in_errors_or_reprs(tmp_path, monkeypatch, bucket):
                 f"s3://AKID:{SECRET}@{name}/f.ffr", f"s3://{name}/" + "k" * 1025, "s3:///k.ffr"]
     for bad in bad_urls:
         failures += messages_of(lambda: FileReader(bad, storage_options=opts))
+        failures += messages_of(lambda: FileWriter(bad, 1, storage_options=opts))
     with RangeServer() as srv:  # an S3 endpoint that refuses every signed request
         srv.always = 403
         refused = {"endpoint_url": srv.url, "retries": -1}

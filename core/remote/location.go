@@ -46,14 +46,28 @@ type location struct {
 }
 
 func (c *Client) locate(raw string) (*location, error) {
+	loc, err := parseLocation(raw)
+	if err == nil && loc.s3 {
+		loc.url = c.objectURL(loc.bucket, loc.key, nil)
+	}
+	return loc, err
+}
+
+// CheckURL reports why raw names no object this package could reach (ErrBadURL), as any
+// request to it would, without making one.
+func CheckURL(raw string) error {
+	_, err := parseLocation(raw)
+	return err
+}
+
+// parseLocation reads a URL as a location; an S3 location's url is left to the client.
+func parseLocation(raw string) (*location, error) {
 	if len(raw) >= len(s3Scheme) && strings.EqualFold(raw[:len(s3Scheme)], s3Scheme) {
 		bucket, key, err := splitS3(raw)
 		if err != nil {
 			return nil, err
 		}
-		loc := &location{raw: raw, s3: true, bucket: bucket, key: key}
-		loc.url = c.objectURL(loc.bucket, loc.key, nil)
-		return loc, nil
+		return &location{raw: raw, s3: true, bucket: bucket, key: key}, nil
 	}
 	u, err := url.Parse(raw)
 	if err != nil {

@@ -85,6 +85,7 @@ _SIGNATURES: dict[str, list[type]] = {
                                 POINTER(c_int64)],
     "ffr_upload": [c_char_p, c_char_p, c_char_p],
     "ffr_remove": [c_char_p, c_char_p],
+    "ffr_check_url": [c_char_p],
     "ffr_fetch_text": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_list": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_reader_len": [c_int64, _u64p],

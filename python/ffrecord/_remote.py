@@ -54,8 +54,18 @@ def local_path(path: Any) -> Any:
     return urllib.parse.unquote(parsed.path)
 
 
+def check_url(url: str) -> None:
+    """``ValueError`` unless the core reads ``url`` as a well-formed remote URL (no request
+    is made): the rules of ``s3://`` keys and of credentials in URLs live there.
+
+    >>> check_url("s3://bucket/results?v2.ffr")
+    """
+    _lib.check(_lib.current().dll.ffr_check_url(url.encode()))
+
+
 def check_writable(url: str) -> None:
     """``ValueError`` unless ``url`` is a place objects can be written (``s3://``)."""
+    check_url(url)
     if not url[:5].lower() == "s3://":
         raise ValueError(f"{url}: only s3:// URLs can be written (HTTP is read only)")
 
