@@ -17,6 +17,7 @@ import re
 import socket
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -27,9 +28,10 @@ FAULTS = ("reset", "truncate", "stall", "corrupt")
 
 class RangeServer:
     """Serves ``objects`` (path → bytes) on ``127.0.0.1``: ``HEAD`` and ``GET`` with one
-    byte range, an ``ETag``, keep-alive connections, ``latency`` seconds before each
-    answer, and faults injected one request at a time (``inject``) or for every request
-    (``always``). ``requests`` counts requests and ``peak`` the most in flight at once.
+    byte range, an ``ETag`` of the content (``If-Match`` honoured), keep-alive connections,
+    ``latency`` seconds before each answer, and faults injected one request at a time
+    (``inject``) or for every request (``always``). ``requests`` counts requests and
+    ``peak`` the most in flight at once.
     """
 
     def __init__(self, objects: dict[str, bytes] | None = None, latency: float = 0.0) -> None:
@@ -40,6 +42,7 @@ class RangeServer:
         self.peak = 0
         self._faults: collections.deque[str | int] = collections.deque()
         self._in_flight = 0
+        self._etags: dict[int, tuple[bytes, str]] = {}
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
@@ -88,6 +91,15 @@ class RangeServer:
     def _end(self) -> None:
         with self._lock:
             self._in_flight -= 1
+
+    def etag(self, data: bytes) -> str:
+        """The ETag of an object's content, computed once per object (replacing an entry of
+        ``objects`` gives it another)."""
+        with self._lock:
+            seen = self._etags.get(id(data))
+            if seen is None or seen[0] is not data:
+                seen = self._etags[id(data)] = (data, f'"{len(data):x}-{zlib.crc32(data):08x}"')
+            return seen[1]
 
 
 class _Server(ThreadingHTTPServer):
@@ -139,6 +151,10 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
             if data is None:
                 self._status(404, head)
                 return
+            etag = server.etag(data)
+            if self.headers.get("If-Match", etag) not in (etag, "*"):
+                self._status(412, head)
+                return
             start, end, code = 0, len(data), 200
             match = _RANGE.match(self.headers.get("Range", ""))
             if match:
@@ -148,7 +164,7 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
             body = memoryview(data)[start:end]  # no copy: the server must not be the bottleneck
             self.send_response(code)
             self.send_header("Content-Length", str(len(body)))
-            self.send_header("ETag", f'"{len(data):x}"')
+            self.send_header("ETag", etag)
             self.send_header("Accept-Ranges", "bytes")
             if code == 206:
                 self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
