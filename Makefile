@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # Tests run against the installed package, never against python/ on the path.
 RUN := env -u PYTHONPATH -u FFRECORD_LIBRARY
 
-.PHONY: build venv install demo test bench bench-quick bench-deps clean distclean
+.PHONY: build venv install demo test bench bench-quick bench-deps browser-deps clean distclean
 
 build:
 	PYTHONWARNINGS=ignore $(PYTHON) setup.py -q build_ext --inplace
@@ -33,7 +33,7 @@ demo: venv
 	$(RUN) $(VPY) -m pip install --disable-pip-version-check -q .
 	$(RUN) $(VPY) examples/quickstart.py
 
-test: install
+test: install browser-deps
 	go vet ./...
 	go test ./...
 	$(RUN) $(VPY) -m pytest -q -rfEs $(PYTEST_ARGS)
@@ -45,6 +45,13 @@ bench-deps:
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && apt-get install -y -qq g++ libaio-dev >/dev/null; \
 	else echo "bench-deps: install g++ and libaio-dev to measure the reference" >&2; fi
+
+# The viewer's test drives a real headless browser: Debian's chromium (apt-get, as root).
+browser-deps:
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	else echo "browser-deps: install chromium to run the viewer's browser test" >&2; fi
 
 bench: bench-deps install
 	$(RUN) $(VPY) benchmarks/run.py

@@ -19,7 +19,7 @@ from ..reader import FileReader
 from . import codecs, sequence
 from .errors import (CodecError, CorruptDatasetError, IncompleteDatasetError, MaskError,
                      SequenceRangeError, SpecError)
-from .spec import Field, read_spec
+from .spec import Field, read_metadata, read_spec
 
 # What a mask asks of a field: WHOLE, or a (start, stop, step) range of a sequence's
 # elements, stop None meaning "to the end".
@@ -204,6 +204,12 @@ class DatasetReader(Readable):
     @property
     def fields(self) -> dict[str, Field]:
         return dict(self._fields)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What the writer stored beside the spec (``DatasetWriter(metadata=...)``), e.g. a
+        converter's class names; ``{}`` when none."""
+        return read_metadata(self.directory)
 
     @property
     def files(self) -> list[str]:
@@ -542,6 +548,11 @@ class ShardedDatasetReader(Routed):
     @property
     def shards(self) -> int:
         return len(self.members)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The first shard's ``metadata`` (see ``DatasetReader.metadata``)."""
+        return self.members[0].metadata
 
     def __len__(self) -> int:
         return int(self._ends[-1])

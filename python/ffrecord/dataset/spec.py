@@ -75,11 +75,15 @@ def parse_spec(spec: Any) -> dict[str, Field]:
     return fields
 
 
-def write_spec(directory: Path, fields: Mapping[str, Field], length: int) -> None:
+def write_spec(directory: Path, fields: Mapping[str, Field], length: int,
+               metadata: Mapping[str, Any] | None = None) -> None:
     """Writes ``spec.json`` atomically (temporary file, fsync, rename, directory fsync): it is
-    the last thing a writer does, so a dataset without it never looks complete."""
+    the last thing a writer does, so a dataset without it never looks complete. ``metadata``
+    (JSON-serialisable, e.g. a converter's class names) is kept under ``"metadata"``."""
     document = {"format": FORMAT, "version": VERSION, "length": length,
                 "fields": {name: field.spec for name, field in fields.items()}}
+    if metadata:
+        document["metadata"] = dict(metadata)
     fd, tmp = tempfile.mkstemp(prefix=f".{SPEC_FILE}.tmp-", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -101,6 +105,15 @@ def sync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_metadata(directory: Path) -> dict[str, Any]:
+    """The ``"metadata"`` a writer stored in ``spec.json`` (``{}`` when none)."""
+    read_spec(directory)  # the same checks, the same errors
+    metadata = json.loads((directory / SPEC_FILE).read_text(encoding="utf-8")).get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise SpecError(f"{directory / SPEC_FILE}: \"metadata\" is not an object")
+    return metadata
 
 
 def read_spec(directory: Path) -> tuple[dict[str, Field], int]:

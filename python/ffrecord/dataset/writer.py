@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -53,8 +54,11 @@ class DatasetWriter(ClosesOrAborts):
 
     def __init__(self, directory: Any, spec: Mapping[str, str],
                  encoders: Mapping[str, Callable] | None = None, *, length: int | None = None,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None,
+                 metadata: Mapping[str, Any] | None = None) -> None:
         self._writers: dict[str, FileWriter] = {}
+        self.metadata = dict(metadata or {})  # stored in spec.json, read as reader.metadata
+        json.dumps(self.metadata)  # not JSON-serialisable: fail before anything is written
         self._staging: str | None = None
         self.storage_options = storage_options
         location = os.fsdecode(_remote.local_path(directory))
@@ -158,7 +162,7 @@ class DatasetWriter(ClosesOrAborts):
             with ThreadPoolExecutor(len(self._writers)) as pool:
                 for future in [pool.submit(w.close) for w in self._writers.values()]:
                     future.result()
-            write_spec(self.directory, self._fields, self._length)
+            write_spec(self.directory, self._fields, self._length, self.metadata)
             if self.url is not None:
                 self._upload()
         except BaseException:
