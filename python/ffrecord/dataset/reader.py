@@ -65,6 +65,24 @@ class Readable:
         """Bytes on disk of the field files."""
         return sum(os.path.getsize(path) for path in self.files)
 
+    def to_arrow(self, mask: Any = None) -> Any:
+        """The dataset as a ``pyarrow.Table`` (see ``ffrecord.dataset.export``)."""
+        from .export import to_arrow
+
+        return to_arrow(self, mask)
+
+    def to_hf(self, mask: Any = None) -> Any:
+        """The dataset as a Hugging Face ``datasets.Dataset`` (see ``ffrecord.dataset.export``)."""
+        from .export import to_hf
+
+        return to_hf(self, mask)
+
+    def to_parquet(self, path: Any, mask: Any = None) -> int:
+        """Writes the dataset to a Parquet file (see ``ffrecord.dataset.export``)."""
+        from .export import to_parquet
+
+        return to_parquet(self, path, mask)
+
     def close(self) -> None:
         """Closes the files (a no-op for datasets that own none)."""
 
