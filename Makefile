@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # Tests run against the installed package, never against python/ on the path.
 RUN := env -u PYTHONPATH -u FFRECORD_LIBRARY
 
-.PHONY: build venv install demo test bench bench-quick bench-deps browser-deps clean distclean
+.PHONY: build venv install demo test bench bench-quick bench-deps browser-deps convert-test-deps clean distclean
 
 build:
 	PYTHONWARNINGS=ignore $(PYTHON) setup.py -q build_ext --inplace
@@ -33,7 +33,7 @@ demo: venv
 	$(RUN) $(VPY) -m pip install --disable-pip-version-check -q .
 	$(RUN) $(VPY) examples/quickstart.py
 
-test: install browser-deps
+test: install convert-test-deps browser-deps
 	go vet ./...
 	go test ./...
 	$(RUN) $(VPY) -m pytest -q -rfEs $(PYTEST_ARGS)
@@ -45,6 +45,17 @@ bench-deps:
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && apt-get install -y -qq g++ libaio-dev >/dev/null; \
 	else echo "bench-deps: install g++ and libaio-dev to measure the reference" >&2; fi
+
+# The converters' tests write MDS and Hugging Face datasets with the real libraries, whose pins
+# (mosaicml-streaming: numpy<2.2; datasets: fsspec<=2026.6) the other extras cannot share (s3fs
+# needs fsspec 2026.9): both are installed without their pins, beside the versions of what they
+# import that were tested with them.
+convert-test-deps: install
+	$(RUN) $(VPY) -m pip install --disable-pip-version-check -q --no-deps \
+		mosaicml-streaming==0.13.0 datasets==5.0.1
+	$(RUN) $(VPY) -m pip install --disable-pip-version-check -q transformers==4.57.6 \
+		huggingface_hub==0.36.2 multiprocess==0.70.19 dill==0.4.1 xxhash==3.8.2 catalogue \
+		zstd python-snappy brotli pandas httpx pyyaml
 
 # The viewer's test drives a real headless browser: Debian's chromium (apt-get, as root).
 browser-deps:

@@ -33,9 +33,8 @@ def _jpeg(k: int) -> bytes:
     return stream.getvalue()
 
 
-def _raw_images(ds):
-    """The datapoints with image fields as stored bytes (not decoded)."""
-    return ds.read(range(len(ds))) if not ds else list(ds)
+def _pixels(data: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(data)))
 
 
 def _read_all(path, raw_types=("jpg", "png")):
@@ -88,7 +87,7 @@ def _table():
         "vector": pa.array([[k, k + 1, k * 2] for k in range(N)], pa.list_(pa.int16())),
         "tags": [[f"t{j}" for j in range(k % 3)] for k in range(N)],
         "flag": [k % 2 == 0 for k in range(N)],
-        "meta": [{"a": k, "b": [k, "x"]} for k in range(N)],
+        "meta": [{"a": k, "b": [k, k + 1]} for k in range(N)],
     })
 
 
@@ -151,6 +150,118 @@ def test_hf_save_to_disk_round_trip(tmp_path):
     with open_dataset(tmp_path / "out", decoders={"jpg": bytes}) as ds:
         view = ds.to_hf()
     assert view[3]["text"] == rows[3]["text"] and len(view) == N
+
+
+# ---- MosaicML Streaming, LitData, WebDataset ------------------------------------------
+
+def _samples():
+    return [{"label": k, "name": f"sample {k}", "vec": np.arange(k + 1, dtype=np.int16) * k,
+             "score": k / 3, "raw": bytes([k]) * k, "img": _jpeg(k), "meta": {"k": k, "odd": k % 2 == 1}}
+            for k in range(N)]
+
+
+def test_mds_round_trip(tmp_path):
+    from streaming import MDSWriter, StreamingDataset
+
+    columns = {"label": "int", "name": "str", "vec": "ndarray", "score": "float32", "raw": "bytes",
+               "img": "jpeg", "meta": "json", "small": "uint8"}
+    with MDSWriter(out=str(tmp_path / "src"), columns=columns, size_limit=2000) as writer:
+        for sample in _samples():
+            writer.write({**sample, "img": Image.open(io.BytesIO(sample["img"])),
+                          "score": np.float32(sample["score"]), "small": np.uint8(sample["label"])})
+    assert convert("mds", tmp_path / "src", tmp_path / "out", workers=2) == N
+    rows, spec, metadata = _read_all(tmp_path / "out")
+    assert spec == {"label": "int", "name": "utf8", "vec": "array", "score": "float", "raw": "bytes",
+                    "img": "jpg", "meta": "json", "small": "int"}
+    assert metadata["encodings"]["score"] == "float32"
+    theirs = StreamingDataset(local=str(tmp_path / "src"), shuffle=False, batch_size=1)
+    for k, row in enumerate(rows):
+        want = theirs[k]
+        assert row["vec"].dtype == want["vec"].dtype and (row["vec"] == want["vec"]).all()
+        assert row["img"][:3] == b"\xff\xd8\xff"  # the JPEG file as stored, not decoded
+        assert (_pixels(row["img"]) == np.asarray(want["img"])).all()
+        assert row["score"] == want["score"] and row["small"] == want["small"]
+        for name in ("label", "name", "raw", "meta"):
+            assert row[name] == want[name], name
+
+
+def test_mds_index_that_lies_about_shard_sizes(tmp_path):
+    from streaming import MDSWriter
+
+    with MDSWriter(out=str(tmp_path / "src"), columns={"name": "str"}, size_limit=200) as writer:
+        for k in range(N):
+            writer.write({"name": f"name {k}"})
+    index = json.loads((tmp_path / "src" / "index.json").read_text())
+    shard = index["shards"][1]
+    shard["raw_data"]["bytes"] += 10
+    (tmp_path / "src" / "index.json").write_text(json.dumps(index))
+    with pytest.raises(SourceError, match=rf"{shard['raw_data']['basename']}: index.json says"):
+        convert("mds", tmp_path / "src", tmp_path / "out", workers=1)
+    _assert_no_dataset(tmp_path / "out")
+
+
+def test_litdata_round_trip(tmp_path):
+    from litdata.streaming.cache import Cache
+    from litdata import StreamingDataset
+
+    cache = Cache(str(tmp_path / "src"), chunk_size=10)
+    for k, sample in enumerate(_samples()):
+        sample.pop("meta")
+        cache[k] = {**sample, "img": Image.open(io.BytesIO(sample["img"])),
+                    "pixels": Image.new("L", (3, 2), k)}
+    cache.done()
+    cache.merge()
+    assert convert("litdata", tmp_path / "src", tmp_path / "out") == N
+    rows, spec, _ = _read_all(tmp_path / "out")
+    assert spec == {"label": "int", "name": "utf8", "vec": "array", "score": "float", "raw": "bytes",
+                    "img": "jpg", "pixels": "array"}
+    theirs = StreamingDataset(str(tmp_path / "src"))
+    for k, row in enumerate(rows):
+        want = theirs[k]
+        chw = np.asarray(want["img"])  # LitData decodes a JPEG to a channels-first tensor
+        assert row["img"][:3] == b"\xff\xd8\xff" and (_pixels(row["img"]) == np.moveaxis(chw, 0, -1)).all()
+        assert (row["pixels"] == np.asarray(want["pixels"])).all()
+        assert row["vec"].dtype == np.int16 and (row["vec"] == np.asarray(want["vec"])).all()
+        for name in ("label", "name", "score", "raw"):
+            assert row[name] == want[name], name
+
+
+def _write_webdataset(path, samples, per_shard=10):
+    import webdataset as wds
+
+    path.mkdir()
+    with wds.ShardWriter(str(path / "shard-%04d.tar"), maxcount=per_shard, verbose=0) as sink:
+        for k, sample in enumerate(samples):
+            sink.write({"__key__": f"s{k:04d}", "jpg": sample["img"], "cls": sample["label"],
+                        "txt": sample["name"], "json": sample["meta"], "npy": sample["vec"]})
+
+
+def test_webdataset_round_trip(tmp_path):
+    import webdataset as wds
+
+    _write_webdataset(tmp_path / "src", _samples())
+    assert convert("webdataset", tmp_path / "src", tmp_path / "out", workers=2) == N
+    rows, spec, _ = _read_all(tmp_path / "out")
+    assert spec == {"__key__": "utf8", "jpg": "jpg", "cls": "int", "txt": "utf8", "json": "json", "npy": "array"}
+    tars = sorted(str(p) for p in (tmp_path / "src").glob("*.tar"))
+    theirs = list(wds.WebDataset(tars, shardshuffle=False).decode())
+    assert len(theirs) == len(rows)
+    for row, want in zip(rows, theirs):
+        assert row["__key__"] == want["__key__"] and row["cls"] == want["cls"]
+        assert row["txt"] == want["txt"] and row["json"] == want["json"]
+        assert row["npy"].dtype == want["npy"].dtype and (row["npy"] == want["npy"]).all()
+    raw = list(wds.WebDataset(tars, shardshuffle=False))  # undecoded: the stored bytes
+    assert [row["jpg"] for row in rows] == [sample["jpg"] for sample in raw]
+
+
+def test_truncated_tar_names_the_file_and_sample(tmp_path):
+    _write_webdataset(tmp_path / "src", _samples(), per_shard=N)
+    tar = tmp_path / "src" / "shard-0000.tar"
+    data = tar.read_bytes()
+    tar.write_bytes(data[: len(data) * 2 // 3])
+    with pytest.raises(SourceError, match=r"shard-0000\.tar: record s\d{4}: damaged or truncated tar"):
+        convert("webdataset", tmp_path / "src", tmp_path / "out")
+    _assert_no_dataset(tmp_path / "out")
 
 
 # ---- ArrayRecord -----------------------------------------------------------------------
