@@ -107,7 +107,7 @@ def _show(args: argparse.Namespace) -> int:
         for index, datapoint in zip(indices, dataset.read(indices, mask)):
             print(f"datapoint {index}")
             for name, value in datapoint.items():
-                text = as_text(summarize(value, spec[name])).replace("\n", "\n" + " " * (width + 4))
+                text = as_text(summarize(value, spec[name])).replace("\n", "\n" + " " * (width + 2))
                 print(f"  {name:<{width}}  {text}")
     return EXIT_OK
 

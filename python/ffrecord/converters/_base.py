@@ -11,7 +11,6 @@ destination in one step, so a dataset appears there only complete.
 
 from __future__ import annotations
 
-import importlib
 import io
 import json
 import multiprocessing as mp
@@ -22,9 +21,9 @@ from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import _extras
 from .._progress import ProgressBar
-from ..dataset.errors import (CodecError, CorruptDatasetError, IncompleteDatasetError,
-                              MissingDependencyError)
+from ..dataset.errors import CodecError, CorruptDatasetError, IncompleteDatasetError
 from ..dataset.spec import COMPRESSIONS, SPEC_FILE, parse_spec
 from ..dataset.writer import DatasetWriter, shard_name
 
@@ -46,12 +45,7 @@ def source_error(file: Any, record: Any, what: str) -> SourceError:
 
 def require(module: str, package: str) -> Any:
     """``import module``, or a ``MissingDependencyError`` naming the extra to install."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise MissingDependencyError(
-            f"this converter needs the {package} package: pip install \"ffrecord[convert]\" "
-            f"(or pip install {package})") from None
+    return _extras.require(module, "convert", "this converter", package)
 
 
 def raw(value: Any) -> Any:

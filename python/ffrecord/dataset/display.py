@@ -91,8 +91,8 @@ def as_text(summary: Mapping[str, Any]) -> str:
     kind = summary["kind"]
     if kind == "sequence":
         items = [as_text(item) for item in summary["items"][:8]]
-        more = f"\n    … {summary['count'] - 8} more" if summary["count"] > 8 else ""
-        return f"{summary['count']} element(s)" + "".join(f"\n    [{k}] {t}" for k, t in enumerate(items)) + more
+        more = f"\n  … {summary['count'] - 8} more" if summary["count"] > 8 else ""
+        return f"{summary['count']} element(s)" + "".join(f"\n  [{k}] {t}" for k, t in enumerate(items)) + more
     if kind == "image":
         size = f" {summary['width']}x{summary['height']} {summary['mode']}" if "width" in summary else ""
         return f"image {summary['format']}{size}, {summary['bytes']:,} bytes"

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import MissingDependencyError
+from .._extras import require
 from .spec import parse_spec
 
 _BATCH = 1024
@@ -35,12 +35,7 @@ _ARROW_VALUES = ("int", "float", "utf8", "bytes", "array", "json", "msgpack")  #
 
 
 def _pyarrow() -> Any:
-    try:
-        import pyarrow
-    except ImportError:
-        raise MissingDependencyError('exporting to Arrow needs pyarrow: pip install "ffrecord[convert]" '
-                                     "(or pip install pyarrow)") from None
-    return pyarrow
+    return require("pyarrow", "convert", "exporting to Arrow")
 
 
 def _column_type(pa: Any, kind: str) -> Any:
@@ -109,11 +104,7 @@ def to_arrow(dataset: Any, mask: Any = None) -> Any:
 
 def to_hf(dataset: Any, mask: Any = None) -> Any:
     """A Hugging Face ``datasets.Dataset`` in memory, built from ``to_arrow``."""
-    try:
-        import datasets
-    except ImportError:
-        raise MissingDependencyError('to_hf needs the datasets package: pip install "ffrecord[convert]" '
-                                     "(or pip install datasets)") from None
+    datasets = require("datasets", "convert", "to_hf")
     return datasets.Dataset(datasets.table.InMemoryTable(to_arrow(dataset, mask)))
 
 

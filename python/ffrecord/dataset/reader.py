@@ -65,6 +65,25 @@ class Readable:
         """Bytes on disk of the field files."""
         return sum(os.path.getsize(path) for path in self.files)
 
+    def select(self, indices: Any) -> Any:
+        """A ``View`` of the datapoints ``indices``, in that order (see ``dataset.views``)."""
+        from .views import View
+
+        return View(self, indices)
+
+    def shard(self, num_shards: int, index: int, contiguous: bool = True) -> Any:
+        """Part ``index`` of ``num_shards`` near-equal parts, as a ``View``."""
+        from .views import shard
+
+        return shard(self, num_shards, index, contiguous)
+
+    def train_test_split(self, test_size: float | int, seed: int | None = None,
+                         shuffle: bool = True) -> dict[str, Any]:
+        """``{"train": View, "test": View}`` (see ``dataset.views.train_test_split``)."""
+        from .views import train_test_split
+
+        return train_test_split(self, test_size, seed, shuffle)
+
     def to_arrow(self, mask: Any = None) -> Any:
         """The dataset as a ``pyarrow.Table`` (see ``ffrecord.dataset.export``)."""
         from .export import to_arrow
@@ -86,8 +105,14 @@ class Readable:
     def close(self) -> None:
         """Closes the files (a no-op for datasets that own none)."""
 
-    def __getitem__(self, key: Any) -> dict[str, Any]:
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, _MANY):  # slices, index lists, a field name: see dataset.views
+            from .views import getitem
+
+            return getitem(self, key)
         index, mask = key if isinstance(key, tuple) and len(key) == 2 else (key, None)
+        if isinstance(index, _MANY):
+            return self.read(range(len(self))[index] if isinstance(index, slice) else index, mask)
         return self.read([one_index(index, len(self))], mask)[0]
 
     def __iter__(self):
@@ -111,6 +136,7 @@ class Readable:
 
 
 _ITER_BATCH = 256
+_MANY = (str, slice, list, range, np.ndarray)  # keys that select more than one datapoint
 _COUNT_CHUNK = 1 << 16  # element counts read per call
 
 

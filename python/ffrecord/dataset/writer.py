@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import _remote
+from .._progress import ProgressBar
 from ..writer import ClosesOrAborts, FileWriter
 from . import codecs, sequence
 from .errors import CodecError, DatapointError
@@ -36,6 +37,10 @@ class DatasetWriter(ClosesOrAborts):
     place, where an unknown count stages the data and copies it behind the header at
     ``close`` (one more pass over the data on disk).
 
+    ``metadata`` (a JSON-serialisable dict, e.g. class names) is stored in ``spec.json`` and
+    read back as ``reader.metadata``; ``progress=True`` shows a bar (rate, and with
+    ``length`` an ETA) on stderr.
+
     ``directory`` may be an ``s3://bucket/prefix/`` URL (with ``storage_options`` as for
     ``FileWriter``): the dataset is then written to a local staging directory and uploaded
     by ``close()``, the field files first and ``spec.json`` last, so the prefix never holds
@@ -55,8 +60,9 @@ class DatasetWriter(ClosesOrAborts):
     def __init__(self, directory: Any, spec: Mapping[str, str],
                  encoders: Mapping[str, Callable] | None = None, *, length: int | None = None,
                  storage_options: dict[str, Any] | None = None,
-                 metadata: Mapping[str, Any] | None = None) -> None:
+                 metadata: Mapping[str, Any] | None = None, progress: bool = False) -> None:
         self._writers: dict[str, FileWriter] = {}
+        self._bar = ProgressBar(length, progress, "write", "datapoint")  # rate and ETA on stderr
         self.metadata = dict(metadata or {})  # stored in spec.json, read as reader.metadata
         json.dumps(self.metadata)  # not JSON-serialisable: fail before anything is written
         self._staging: str | None = None
@@ -121,6 +127,7 @@ class DatasetWriter(ClosesOrAborts):
             raise
         self._size += sum(map(_nbytes, samples.values()))
         self._length += 1
+        self._bar.update(1)
         return index
 
     def _encode(self, datapoint: Any, index: int) -> dict[str, Any]:
@@ -157,6 +164,7 @@ class DatasetWriter(ClosesOrAborts):
         if self._closed:
             return
         self._closed = True
+        self._bar.__exit__()
         try:
             # Each close fsyncs its file; the library releases the GIL, so they overlap.
             with ThreadPoolExecutor(len(self._writers)) as pool:
@@ -181,6 +189,7 @@ class DatasetWriter(ClosesOrAborts):
     def abort(self) -> None:
         """Discards everything written; a directory this writer created is removed."""
         self._closed = True
+        self._bar.__exit__()
         self._discard()
 
     def _discard(self) -> None:
