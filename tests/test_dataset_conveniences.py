@@ -141,7 +141,7 @@ def test_show_prints_datapoints_and_writes_raw_bytes(dataset, tmp_path):
     assert "caption  'caption 4'" in out
     assert "vec      array float32 (4,)  min 0.0  max 3.0" in out
     assert "image    image PNG 3x3 RGB" in out
-    assert "frames   1 element(s)\n" in out and "\n    [0] image PNG 3x3 RGB, 80 bytes\n" in out  # datapoint 4
+    assert "frames   1 element(s)\n" in out and "  [0] image PNG 3x3 RGB, 80 bytes\n" in out  # datapoint 4
     one = _cli("show", dataset, "5", "--field", "image", "--out", tmp_path / "five.png")
     assert one.returncode == 0, one.stderr
     assert (np.asarray(Image.open(tmp_path / "five.png")) == _png(5)).all()
