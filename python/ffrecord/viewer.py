@@ -172,7 +172,8 @@ header{display:flex;gap:1em;align-items:center;flex-wrap:wrap}
 .card{border:1px solid #ccc;border-radius:6px;padding:.5em;overflow:hidden}
 .card h3{margin:0 0 .4em;font-size:13px;color:#555}
 .f{margin:.3em 0}.f b{font-weight:600;margin-right:.4em}
-.f img{max-width:120px;max-height:120px;image-rendering:pixelated;border:1px solid #eee;margin:2px}
+.f img{max-width:120px;max-height:120px;min-width:48px;image-rendering:pixelated;border:1px solid #eee;margin:2px}
+.seq{display:flex;flex-wrap:wrap;gap:4px;align-items:flex-end}.seq>div{font-size:11px;color:#666}
 .txt{white-space:pre-wrap;word-break:break-word;font-family:monospace;font-size:12px}
 .hists{display:flex;gap:1.5em;flex-wrap:wrap;margin-top:.8em}
 .hist svg{background:#f6f6f6}
@@ -197,7 +198,7 @@ function per(){return Math.max(1, Math.min(200, parseInt($("per").value) || 12))
 function chosen(){return [...document.querySelectorAll("#mask input:checked")].map(i => i.value)}
 function render(v){
   if (v.kind === "image") return `<img src="${v.url}" title="${esc(v.format)} ${v.width||"?"}x${v.height||"?"}"><div>${esc(v.format)} ${v.width||""}${v.width?"x":""}${v.height||""}, ${v.bytes} B</div>`;
-  if (v.kind === "sequence") return `<div>${v.count} element(s)</div>` + v.items.map(render).join("");
+  if (v.kind === "sequence") return `<div>${v.count} element(s)</div><div class="seq">` + v.items.map(i => `<div>${render(i)}</div>`).join("") + `</div>`;
   if (v.kind === "text") return `<div class="txt">${esc(v.text)}</div>`;
   if (v.kind === "number") return `<span>${esc(v.value)}</span>`;
   if (v.kind === "array") return `<span>array ${esc(v.dtype)} (${v.shape.join(", ")})${"min" in v ? ` min ${esc(v.min)} max ${esc(v.max)}` : ""}</span>`;
