@@ -48,6 +48,28 @@ def require(module: str, package: str) -> Any:
     return _extras.require(module, "convert", "this converter", package)
 
 
+def files_of(path: Any, pattern: str) -> tuple[Path, list[Path]]:
+    """``path`` and the files it stands for: itself, or a directory's files matching
+    ``pattern``, in name order."""
+    path = Path(os.fsdecode(path))
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    return path, sorted(path.glob(pattern)) if path.is_dir() else [path]
+
+
+def read_index(path: Any, name: str, what: str) -> tuple[Path, dict[str, Any]]:
+    """The directory ``path`` and its JSON index file ``name`` (``what`` says what a missing
+    one means), parsed."""
+    path = Path(os.fsdecode(path))
+    index = path / name
+    if not index.is_file():
+        raise FileNotFoundError(f"{index}: no such file ({what})")
+    try:
+        return path, json.loads(index.read_text())
+    except ValueError as exc:
+        raise source_error(index, None, f"not JSON: {exc}") from None
+
+
 def raw(value: Any) -> Any:
     """An encoder storing bytes as they are (images as the source stored them)."""
     return value

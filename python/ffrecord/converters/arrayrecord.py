@@ -4,12 +4,10 @@ codec of your own, or re-convert with ``ffrecord.dataset.DatasetWriter``)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from ._base import Source, require, source_error
+from ._base import Source, files_of, require, source_error
 
 _BATCH = 256
 
@@ -34,10 +32,7 @@ class ArrayRecordSource(Source):
     metadata = {"source": "arrayrecord"}
 
     def __init__(self, path: Any) -> None:
-        self.path = Path(os.fsdecode(path))
-        if not self.path.exists():
-            raise FileNotFoundError(f"{self.path}: no such file or directory")
-        self.files = sorted(self.path.glob("*.array_record*")) if self.path.is_dir() else [self.path]
+        self.path, self.files = files_of(path, "*.array_record*")
         self.counts = {}
         for file in self.files:
             reader = _open(file)

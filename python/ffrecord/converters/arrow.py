@@ -20,7 +20,6 @@ row. Units are Parquet row groups and HF data files.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ._base import Source, require, source_error
+from ._base import Source, files_of, read_index, require, source_error
 
 
 class _NoArrow(Exception):
@@ -118,10 +117,7 @@ class ParquetSource(_ArrowSource):
 
     def __init__(self, path: Any) -> None:
         pq = require("pyarrow.parquet", "pyarrow")
-        self.path = Path(os.fsdecode(path))
-        if not self.path.exists():
-            raise FileNotFoundError(f"{self.path}: no such file or directory")
-        self.files = sorted(self.path.glob("**/*.parquet")) if self.path.is_dir() else [self.path]
+        self.path, self.files = files_of(path, "**/*.parquet")
         self.row_groups = [(file, group, _metadata(pq, file).row_group(group).num_rows)
                            for file in self.files for group in range(_metadata(pq, file).num_row_groups)]
         if self.files:
@@ -156,13 +152,10 @@ class HuggingFaceSource(_ArrowSource):
 
     def __init__(self, path: Any) -> None:
         require("pyarrow", "pyarrow")
-        self.path = Path(os.fsdecode(path))
-        state = self.path / "state.json"
-        if not state.is_file():
-            hint = (": a DatasetDict; convert one split's directory" if (self.path / "dataset_dict.json").is_file()
-                    else ": not a dataset saved with save_to_disk")
-            raise FileNotFoundError(f"{state}: no such file{hint}")
-        self.files = [self.path / entry["filename"] for entry in json.loads(state.read_text())["_data_files"]]
+        splits = Path(os.fsdecode(path), "dataset_dict.json").is_file()
+        self.path, state = read_index(path, "state.json", "a DatasetDict: convert one split's directory"
+                                      if splits else "not a dataset saved with save_to_disk")
+        self.files = [self.path / entry["filename"] for entry in state["_data_files"]]
         if self.files:
             self._set_schema(next(self._batches(str(self.files[0])), None).schema)
 

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ._base import Source, check_image, raw, require, source_error
+from ._base import Source, check_image, raw, read_index, require, source_error
 
 _TYPES = {"int": "int", "float": "float", "str": "utf8", "bytes": "bytes", "jpeg": "jpg",
           "json": "json", "numpy": "array", "no_header_numpy": "array", "tensor": "array",
@@ -57,16 +56,13 @@ class LitDataSource(Source):
 
     def __init__(self, path: Any) -> None:
         require("litdata", "litdata")
-        self.path = Path(os.fsdecode(path))
+        self.path, document = read_index(path, "index.json", "not a LitData optimized dataset")
         index = self.path / "index.json"
-        if not index.is_file():
-            raise FileNotFoundError(f"{index}: no such file (not a LitData optimized dataset)")
         try:
-            document = json.loads(index.read_text())
             config, self.chunks = document["config"], document["chunks"]
             self.formats = config["data_format"]
             names = leaf_names(json.loads(config["data_spec"]))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:  # data_spec is JSON text too
             raise source_error(index, None, f"not a LitData index: {exc}") from None
         if config.get("encryption"):
             raise source_error(index, None, "encrypted chunks cannot be converted")

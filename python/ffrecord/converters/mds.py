@@ -21,15 +21,13 @@ MDS encoding                                          field type
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ._base import Source, check_image, raw, require, source_error
+from ._base import Source, check_image, raw, read_index, require, source_error
 
 _TYPES = {"int": "int", "str_int": "int", "str": "utf8", "str_decimal": "utf8", "bytes": "bytes",
           "jpeg": "jpg", "png": "png", "json": "json", "pil": "array", "str_float": "float",
@@ -48,14 +46,11 @@ class MDSSource(Source):
 
     def __init__(self, path: Any) -> None:
         require("streaming", "mosaicml-streaming")
-        self.path = Path(os.fsdecode(path))
-        index = self.path / "index.json"
-        if not index.is_file():
-            raise FileNotFoundError(f"{index}: no such file (not an MDS dataset)")
+        self.path, index = read_index(path, "index.json", "not an MDS dataset")
         try:
-            shards = json.loads(index.read_text())["shards"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise source_error(index, None, f"not an MDS index: {exc}") from None
+            shards = index["shards"]
+        except (KeyError, TypeError) as exc:
+            raise source_error(self.path / "index.json", None, f"not an MDS index: {exc}") from None
         self.shards = {shard["raw_data"]["basename"]: shard for shard in shards if shard["samples"]}
         first = next(iter(self.shards.values()), None)
         self.columns = list(zip(first["column_names"], first["column_encodings"])) if first else []

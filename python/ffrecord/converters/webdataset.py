@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import tarfile
 from collections.abc import Iterator
@@ -32,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ._base import Source, check_image, raw, source_error
+from ._base import Source, check_image, files_of, raw, source_error
 
 _IMAGES = {"jpg": "jpg", "jpeg": "jpg", "png": "png"}
 _INTEGERS = ("cls", "cls2", "index", "id")
@@ -77,10 +76,7 @@ class WebDatasetSource(Source):
     kind = "webdataset"
 
     def __init__(self, path: Any) -> None:
-        self.path = Path(os.fsdecode(path))
-        if not self.path.exists():
-            raise FileNotFoundError(f"{self.path}: no such file or directory")
-        self.tars = sorted(self.path.glob("*.tar")) if self.path.is_dir() else [self.path]
+        self.path, self.tars = files_of(path, "*.tar")
         first = next(self._samples(self.tars[0]), None) if self.tars else None
         if first is None:
             self.spec, self.fields = {}, {}
