@@ -47,10 +47,13 @@ def _convert(args: argparse.Namespace) -> int:
     try:
         count = convert(args.kind, args.source, args.out, workers=args.workers,
                         progress=progress, compression=compression)
-    except (Exception, KeyboardInterrupt) as exc:
-        if not isinstance(exc, (FileExistsError, ImportError)):
-            print(f"ffrecord convert: finished parts are kept: run the same command again to "
-                  f"continue", file=sys.stderr)
+    except (Exception, KeyboardInterrupt):
+        from .converters._base import staging_directory
+
+        staging = staging_directory(args.out)
+        if staging.is_dir():
+            print(f"ffrecord convert: the units converted so far are kept in {staging}: run "
+                  "the same command again to continue", file=sys.stderr)
         raise
     print(f"wrote {count:,} datapoints to {args.out}")
     return EXIT_OK

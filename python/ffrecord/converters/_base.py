@@ -133,7 +133,7 @@ def run(source: Source, destination: Any, *, workers: int | None = None, progres
     units = source.units()
     if not units:
         raise IncompleteDatasetError(f"{source.path}: holds no data to convert")
-    staging = destination.parent / f".{destination.name}.converting"
+    staging = staging_directory(destination)
     _start_or_resume(staging, {"kind": source.kind, "source": str(source.path), "spec": spec,
                                "units": [str(unit) for unit in units]})
     todo = [k for k in range(len(units)) if not (staging / shard_name(k) / SPEC_FILE).is_file()]
@@ -162,6 +162,12 @@ def run(source: Source, destination: Any, *, workers: int | None = None, progres
     else:
         os.rename(staging, destination)
     return length
+
+
+def staging_directory(destination: Any) -> Path:
+    """Where a conversion to ``destination`` is staged until it is complete."""
+    destination = Path(os.fsdecode(destination)).absolute()
+    return destination.parent / f".{destination.name}.converting"
 
 
 def _start_or_resume(staging: Path, plan: dict[str, Any]) -> None:
