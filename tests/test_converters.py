@@ -7,8 +7,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 import tarfile
 
 import numpy as np
@@ -308,19 +306,17 @@ def test_failed_conversion_resumes_keeping_finished_units(tmp_path):
     assert (tmp_path / "out" / "000000" / "spec.json").stat().st_mtime_ns == finished
 
 
-def test_cli_convert_exit_codes(tmp_path):
+def test_cli_convert_exit_codes(tmp_path, capsys):
     import pyarrow.parquet as pq
+    from ffrecord.cli import main
 
     pq.write_table(_table(), tmp_path / "t.parquet")
-    run = [sys.executable, "-m", "ffrecord", "convert", "parquet"]
-    done = subprocess.run(run + [str(tmp_path / "t.parquet"), str(tmp_path / "out"), "--progress"],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert f"{N} datapoints" in done.stdout and "datapoint/s" in done.stderr
-    again = subprocess.run(run + [str(tmp_path / "t.parquet"), str(tmp_path / "out")],
-                           capture_output=True, text=True)
-    assert again.returncode == 3 and "already exists" in again.stderr
+    convert_ = ["convert", "parquet"]
+    assert main(convert_ + [str(tmp_path / "t.parquet"), str(tmp_path / "out"), "--progress"]) == 0
+    done = capsys.readouterr()
+    assert f"{N} datapoints" in done.out and "datapoint/s" in done.err
+    assert main(convert_ + [str(tmp_path / "t.parquet"), str(tmp_path / "out")]) == 3
+    assert "already exists" in capsys.readouterr().err
     (tmp_path / "bad.parquet").write_bytes(b"PAR1 nonsense")
-    bad = subprocess.run(run + [str(tmp_path / "bad.parquet"), str(tmp_path / "out2")],
-                         capture_output=True, text=True)
-    assert bad.returncode == 1 and "bad.parquet" in bad.stderr
+    assert main(convert_ + [str(tmp_path / "bad.parquet"), str(tmp_path / "out2")]) == 1
+    assert "bad.parquet" in capsys.readouterr().err

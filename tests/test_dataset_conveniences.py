@@ -129,32 +129,33 @@ def test_missing_extras_name_what_to_install():
     assert 'ffrecord.ray needs pyarrow: pip install "ffrecord[ray]"' in ray.stderr
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ffrecord", *map(str, args)], capture_output=True, text=True)
+def _cli(capsys, *args) -> tuple[int, str]:
+    from ffrecord.cli import main
+
+    status = main([str(a) for a in args])
+    return status, capsys.readouterr().out
 
 
-def test_show_prints_datapoints_and_writes_raw_bytes(dataset, tmp_path):
-    shown = _cli("show", dataset, "4", "-1")
-    assert shown.returncode == 0, shown.stderr
-    out = shown.stdout
+def test_show_prints_datapoints_and_writes_raw_bytes(dataset, tmp_path, capsys):
+    status, out = _cli(capsys, "show", dataset, "4", "-1")
+    assert status == 0
     assert "datapoint 4" in out and "datapoint 39" in out
     assert "caption  'caption 4'" in out
     assert "vec      array float32 (4,)  min 0.0  max 3.0" in out
     assert "image    image PNG 3x3 RGB" in out
     assert "frames   1 element(s)\n" in out and "  [0] image PNG 3x3 RGB, 80 bytes\n" in out  # datapoint 4
-    one = _cli("show", dataset, "5", "--field", "image", "--out", tmp_path / "five.png")
-    assert one.returncode == 0, one.stderr
+    assert _cli(capsys, "show", dataset, "5", "--field", "image", "--out", tmp_path / "five.png")[0] == 0
     assert (np.asarray(Image.open(tmp_path / "five.png")) == _png(5)).all()
-    assert _cli("show", dataset, "99").returncode == 2
-    assert _cli("show", dataset, "1", "--field", "nope").returncode == 2
+    assert _cli(capsys, "show", dataset, "99")[0] == 2
+    assert _cli(capsys, "show", dataset, "1", "--field", "nope")[0] == 2
 
 
-def test_info_adds_per_field_size_statistics(dataset):
-    info = _cli("info", "--json", dataset)
-    assert info.returncode == 0, info.stderr
-    fields = {f["field"]: f for f in json.loads(info.stdout)["fields"]}
+def test_info_adds_per_field_size_statistics(dataset, capsys):
+    status, out = _cli(capsys, "info", "--json", dataset)
+    assert status == 0
+    fields = {f["field"]: f for f in json.loads(out)["fields"]}
     assert fields["label"]["sizes"]["min"] == fields["label"]["sizes"]["max"] == 8
     assert fields["label"]["sizes"]["count"] == N
     assert sum(fields["caption"]["sizes"]["histogram"]["counts"]) == N
-    text = _cli("info", dataset).stdout
+    text = _cli(capsys, "info", dataset)[1]
     assert "size min 8  median 8.0  max 8  mean 8.0 bytes" in text
