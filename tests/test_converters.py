@@ -15,6 +15,7 @@ from PIL import Image
 
 from ffrecord.converters import SourceError, convert
 from ffrecord.dataset import open_dataset
+from remote_fixtures import bucket, s3_endpoint  # noqa: F401 - fixtures
 
 N = 24
 
@@ -196,6 +197,22 @@ def test_mds_index_that_lies_about_shard_sizes(tmp_path):
     with pytest.raises(SourceError, match=rf"{shard['raw_data']['basename']}: index.json says"):
         convert("mds", tmp_path / "src", tmp_path / "out", workers=1)
     _assert_no_dataset(tmp_path / "out")
+
+
+def test_mds_from_s3(tmp_path, bucket):
+    from streaming import MDSWriter
+
+    client, name, options = bucket
+    with MDSWriter(out=str(tmp_path / "src"), columns={"name": "str", "n": "int"}, size_limit=300) as writer:
+        for k in range(N):
+            writer.write({"name": f"name {k}", "n": k})
+    for file in (tmp_path / "src").iterdir():
+        client.upload_file(str(file), name, f"mds/{file.name}")
+    assert convert("mds", f"s3://{name}/mds/", tmp_path / "out", storage_options=options) == N
+    rows, _, _ = _read_all(tmp_path / "out")
+    assert rows == [{"name": f"name {k}", "n": k} for k in range(N)]
+    with pytest.raises(ValueError, match="local sources only"):
+        convert("parquet", f"s3://{name}/x.parquet", tmp_path / "out2")
 
 
 def test_litdata_round_trip(tmp_path):

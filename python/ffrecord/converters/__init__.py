@@ -6,7 +6,7 @@ fields and types preserved: ``convert(KIND, SOURCE, DESTINATION)``, or on the co
 kind            source
 =============== ======================================================================
 ``imagefolder`` ``ROOT/CLASS/IMAGE`` → ``{image, label, path}``, class names in metadata
-``mds``         a MosaicML Streaming (MDS) directory (``index.json`` and its shards)
+``mds``         a MosaicML Streaming (MDS) directory (``index.json`` and its shards), or s3://
 ``litdata``     a LitData optimized dataset (``index.json`` and its chunks)
 ``webdataset``  WebDataset ``.tar`` shards: keys grouped per sample, extensions become fields
 ``parquet``     a Parquet file or a directory of them
@@ -37,8 +37,10 @@ types map to ours; the sources' packages come with ``pip install "ffrecord[conve
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
+from .. import _remote
 from ._base import Source, SourceError, run
 
 __all__ = ["KINDS", "Source", "SourceError", "convert", "open_source"]
@@ -55,24 +57,35 @@ KINDS = {
 }
 
 
-def open_source(kind: str, source: Any) -> Source:
-    """The ``Source`` of ``kind`` reading ``source``."""
+def open_source(kind: str, source: Any, storage_options: dict[str, Any] | None = None) -> Source:
+    """The ``Source`` of ``kind`` reading ``source`` (``storage_options``: for an ``s3://``
+    source, which the ``mds`` kind takes)."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
     module, name = KINDS[kind]
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)(source)
+    cls = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    if storage_options is not None or _remote.is_url(os.fsdecode(source)):
+        if kind != "mds":
+            raise ValueError(f"the {kind} converter reads local sources only (mds also takes s3://)")
+        return cls(source, storage_options)
+    return cls(source)
 
 
 def convert(kind: str, source: Any, destination: Any, *, workers: int | None = None,
-            progress: bool = False, compression: str | None = None) -> int:
+            progress: bool = False, compression: str | None = None,
+            storage_options: dict[str, Any] | None = None) -> int:
     """Converts ``source`` (of ``kind``, see the module) into a new dataset at
     ``destination``; returns its number of datapoints.
 
     ``workers`` processes convert units in parallel (default: one per CPU); ``progress``
     shows a bar with rate and ETA on stderr; ``compression`` (``"lz4"`` or ``"zstd"``)
-    applies to every field but numbers. Raises ``SourceError`` (a ``CorruptFileError``)
+    applies to every field but numbers; ``storage_options`` as for ``DatasetReader``, for an
+    ``s3://`` source. Raises ``SourceError`` (a ``CorruptFileError``)
     naming the source file and record for data that cannot be converted, and
     ``FileExistsError`` when ``destination`` is taken.
     """
-    return run(open_source(kind, source), destination, workers=workers, progress=progress,
-               compression=compression)
+    opened = open_source(kind, source, storage_options)
+    try:
+        return run(opened, destination, workers=workers, progress=progress, compression=compression)
+    finally:
+        opened.close()

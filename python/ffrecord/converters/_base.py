@@ -114,6 +114,9 @@ class Source:
         """``(record, datapoint)`` pairs of the unit, ``record`` naming it in errors."""
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Releases what the source holds (e.g. a downloaded copy); called when ``run`` ends."""
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({getattr(self, 'path', '?')!s})"
 
@@ -134,8 +137,9 @@ def run(source: Source, destination: Any, *, workers: int | None = None, progres
     if not units:
         raise IncompleteDatasetError(f"{source.path}: holds no data to convert")
     staging = staging_directory(destination)
-    _start_or_resume(staging, {"kind": source.kind, "source": str(source.path), "spec": spec,
-                               "units": [str(unit) for unit in units]})
+    origin = str(getattr(source, "url", None) or source.path)  # a downloaded copy moves
+    _start_or_resume(staging, {"kind": source.kind, "source": origin, "spec": spec,
+                               "units": [os.path.relpath(str(unit), source.path) for unit in units]})
     todo = [k for k in range(len(units)) if not (staging / shard_name(k) / SPEC_FILE).is_file()]
     for k in todo:  # a unit interrupted part-way starts again
         shutil.rmtree(staging / shard_name(k), ignore_errors=True)

@@ -1,4 +1,7 @@
-"""MosaicML Streaming (MDS) datasets: a directory with ``index.json`` and its shard files.
+"""MosaicML Streaming (MDS) datasets: a directory with ``index.json`` and its shard files,
+local or under an ``s3://bucket/prefix/`` (downloaded first, with boto3, to a temporary
+directory removed when the conversion ends; endpoint and credentials from ``storage_options``
+or the ``AWS_*`` environment).
 
 Shards are read here (``u32 samples | (samples + 1) × u32 offsets | samples``, each sample
 the variable columns' u32 sizes, then every column's bytes), checked against the index (its
@@ -21,12 +24,16 @@ MDS encoding                                          field type
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .. import _remote
 from ._base import Source, check_image, raw, read_index, require, source_error
 
 _TYPES = {"int": "int", "str_int": "int", "str": "utf8", "str_decimal": "utf8", "bytes": "bytes",
@@ -44,8 +51,11 @@ class MDSSource(Source):
 
     kind = "mds"
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: Any, storage_options: dict[str, Any] | None = None) -> None:
         require("streaming", "mosaicml-streaming")
+        self.url = None
+        if _remote.is_url(os.fsdecode(path)):
+            self.url, path = os.fsdecode(path), _download(os.fsdecode(path), storage_options)
         self.path, index = read_index(path, "index.json", "not an MDS dataset")
         try:
             shards = index["shards"]
@@ -60,6 +70,10 @@ class MDSSource(Source):
 
     def units(self) -> list[str]:
         return [str(self.path / name) for name in self.shards]
+
+    def close(self) -> None:
+        if self.url is not None:  # the downloaded copy
+            shutil.rmtree(self.path, ignore_errors=True)
 
     def count(self, unit: str) -> int:
         return self.shards[Path(unit).name]["samples"]
@@ -127,6 +141,24 @@ class MDSSource(Source):
                                                 f"{type(exc).__name__}: {exc}") from None
                 sample[name] = _as_field(decoded, kind)
         return sample
+
+
+def _download(url: str, storage_options: dict[str, Any] | None) -> Path:
+    """The objects under the prefix ``url`` (not below sub-prefixes) in a new local directory."""
+    boto3 = require("boto3", "boto3")
+    options = storage_options or {}
+    client = boto3.client("s3", endpoint_url=options.get("endpoint_url"), region_name=options.get("region"))
+    bucket, _, prefix = url[len("s3://"):].partition("/")
+    prefix = prefix.rstrip("/") + "/" if prefix else ""
+    local = Path(tempfile.mkdtemp(prefix="ffrecord-mds-"))
+    try:
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
+            for entry in page.get("Contents", []):
+                client.download_file(bucket, entry["Key"], str(local / entry["Key"][len(prefix):]))
+    except BaseException:
+        shutil.rmtree(local, ignore_errors=True)
+        raise
+    return local
 
 
 def _as_field(value: Any, kind: str) -> Any:
