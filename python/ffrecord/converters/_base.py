@@ -18,6 +18,7 @@ import os
 import shutil
 from collections.abc import Iterator, Mapping
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable
 
@@ -254,6 +255,8 @@ def _run_parallel(job: _Job, tasks: list[tuple[int, Any, int | None]], workers: 
                 _drain(queue, bar)
                 _raise_first_error(done)
             _drain(queue, bar)
+        except BrokenProcessPool as exc:  # a worker killed (e.g. out of memory): no data is at fault
+            raise OSError(f"a conversion worker process died ({exc}): run again to continue") from exc
         except BaseException:
             cancel.set()
             for future in pending:
