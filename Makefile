@@ -2,7 +2,8 @@
 #
 #   make demo         venv + install, then write and read a dataset (examples/quickstart.py)
 #   make test         venv + install with every extra, then go vet, go test and pytest; first
-#                     bench-deps, so that the benchmark smoke test measures the reference too
+#                     bench-deps (the reference's build), peer-deps (MosaicML Streaming and
+#                     datasets without their pins) and browser-deps (chromium, for the viewer)
 #   make build        libffrecord.so in python/ffrecord/ for PYTHONPATH=python development
 #   make bench        the benchmark suite (make bench-quick: a short run); both first run
 #                     bench-deps: g++ and libaio-dev, which the reference's build needs
@@ -17,7 +18,7 @@ PYTEST_ARGS ?=
 # Tests run against the installed package, never against python/ on the path.
 RUN := env -u PYTHONPATH -u FFRECORD_LIBRARY
 
-.PHONY: build venv install demo test bench bench-quick bench-deps clean distclean
+.PHONY: build venv install demo test bench bench-quick bench-deps browser-deps peer-deps clean distclean
 
 build:
 	PYTHONWARNINGS=ignore $(PYTHON) setup.py -q build_ext --inplace
@@ -34,7 +35,7 @@ demo: venv
 	$(RUN) $(VPY) -m pip install --disable-pip-version-check -q .
 	$(RUN) $(VPY) examples/quickstart.py
 
-test: bench-deps install
+test: bench-deps install peer-deps browser-deps
 	go vet ./...
 	go test ./...
 	$(RUN) $(VPY) -m pytest -q -rfEs $(PYTEST_ARGS)
@@ -47,10 +48,28 @@ bench-deps:
 		apt-get update -qq && apt-get install -y -qq g++ libaio-dev >/dev/null; \
 	else echo "bench-deps: install g++ and libaio-dev to measure the reference" >&2; fi
 
-bench: bench-deps install
+# The converters' tests and the benchmarks use MosaicML Streaming and Hugging Face datasets, the
+# real libraries, whose pins (mosaicml-streaming: numpy<2.2; datasets: fsspec<=2026.6) the other
+# extras cannot share (s3fs needs fsspec 2026.9): both are installed without their pins, beside
+# the versions of what they import that were tested with them.
+peer-deps: install
+	$(RUN) $(VPY) -m pip install --disable-pip-version-check -q --no-deps \
+		mosaicml-streaming==0.13.0 datasets==5.0.1
+	$(RUN) $(VPY) -m pip install --disable-pip-version-check -q transformers==4.57.6 \
+		huggingface_hub==0.36.2 multiprocess==0.70.19 dill==0.4.1 xxhash==3.8.2 catalogue \
+		zstd python-snappy brotli pandas httpx pyyaml
+
+# The viewer's test drives a real headless browser: Debian's chromium (apt-get, as root).
+browser-deps:
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	else echo "browser-deps: install chromium to run the viewer's browser test" >&2; fi
+
+bench: bench-deps install peer-deps
 	$(RUN) $(VPY) benchmarks/run.py
 
-bench-quick: bench-deps install
+bench-quick: bench-deps install peer-deps
 	$(RUN) $(VPY) benchmarks/run.py --quick
 
 clean:

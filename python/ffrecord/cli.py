@@ -79,8 +79,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_BROKEN_PIPE
     except CorruptFileError as exc:
         return _fail(prog, exc, EXIT_CORRUPT)
-    except (_UsageError, IndexError, ValueError, TypeError) as exc:
-        return _fail(prog, exc, EXIT_USAGE)
+    except (_UsageError, IndexError, ValueError, TypeError, ImportError) as exc:
+        return _fail(prog, exc, EXIT_USAGE)  # ImportError: a missing extra, named
     except OSError as exc:
         return _fail(prog, exc, EXIT_OS)
 
@@ -176,6 +176,10 @@ def _parser() -> argparse.ArgumentParser:
         if kind == "tfrecord":
             sub.add_argument("--no-verify", dest="verify", action="store_false",
                              help="skip the CRC-32C checks (faster without a compiled CRC)")
+    from .cli_dataset import add_converters, add_show_and_view
+
+    add_converters(kinds, _EXIT_HELP)
+    add_show_and_view(command)
     return parser
 
 
@@ -232,6 +236,7 @@ def _info(args: argparse.Namespace) -> int:
 def _summarize_dataset(path: str) -> Dict:
     """A structured dataset (``ffrecord.dataset``): its fields, counts and bytes per field."""
     from .dataset import dataset_kind, open_dataset
+    from .dataset.display import field_sizes, size_stats
 
     kind = dataset_kind(path)
     decoders = dict.fromkeys(_dataset_types(path, kind), bytes)
@@ -246,6 +251,7 @@ def _summarize_dataset(path: str) -> Dict:
                      "compression": field.compression or "none"}
             if field.sequence:
                 entry["elements"] = sum(int(s.element_counts(name).sum()) for s in shards)
+            entry["sizes"] = size_stats(field_sizes(dataset, name))
             fields.append(entry)
     return {"path": path, "kind": kind, "shards": len(shards), "datapoints": len(dataset),
             "bytes": sum(f["bytes"] for f in fields), "fields": fields}
@@ -272,6 +278,10 @@ def _print_dataset(s: Dict) -> None:
     for f in s["fields"]:
         elements = f"  {f['elements']:,} elements" if "elements" in f else ""
         print(f"    {f['field']:<{width}}  {f['type']:<{types}}  {f['bytes']:>14,} bytes{elements}")
+        if f["sizes"]["count"]:
+            st = f["sizes"]
+            print(f"    {'':<{width}}  size min {st['min']:,}  median {st['median']:,.1f}  "
+                  f"max {st['max']:,}  mean {st['mean']:,.1f} bytes")
 
 
 def _summarize(path: str) -> Dict:

@@ -30,7 +30,12 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
-import pyarrow as pa
+
+from ._extras import require
+
+require("pyarrow", "ray", "ffrecord.ray")
+require("ray.data", "ray", "ffrecord.ray")
+import pyarrow as pa  # noqa: E402 (after the checks that name the extra)
 import ray.data
 from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import Block, BlockAccessor, BlockMetadata

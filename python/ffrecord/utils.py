@@ -49,6 +49,7 @@ def dump(
     max_workers: Optional[int] = None,
     start_method: Optional[str] = None,
     storage_options: Optional[dict] = None,
+    progress: bool = False,
 ) -> None:
     """Writes ``dataset[0] … dataset[len(dataset)-1]`` to FFRecord file(s).
 
@@ -68,7 +69,8 @@ def dump(
             fails every part already uploaded is deleted). A prefix that already holds
             ``.ffr`` objects is refused with ``FileExistsError`` before anything is written.
         nfiles: number of output files.
-        verbose: show a progress bar.
+        verbose: show a progress bar (rate and ETA, on stderr); ``progress=True`` is the
+            same, spelled as the other writers spell it.
         compression: ``None``, ``"lz4"`` or ``"zstd"`` (see :class:`ffrecord.FileWriter`).
         max_workers: worker processes (default: one per CPU, at most one per file).
         storage_options: options for an ``s3://`` destination (see
@@ -86,6 +88,7 @@ def dump(
     Example:
         >>> dump(images, "train_ffr/", nfiles=64, verbose=True)    # doctest: +SKIP
     """
+    verbose = verbose or progress
     if not isinstance(nfiles, int) or nfiles < 1:
         raise ValueError(f"nfiles must be a positive integer, got {nfiles!r}")
     fname = _remote.local_path(fname)

@@ -1,6 +1,11 @@
-"""Datapoints shown as one line of JSON (``ffrecord cat DATASET i``): numbers, text and JSON
-values as they are, binary values summarised by their length and first bytes, arrays by
-dtype, shape and first values, long sequences by their first elements and a count.
+"""How a datapoint's values look to a person, in two views:
+
+- one line of JSON per datapoint (``ffrecord cat DATASET i``: ``format_datapoint``): numbers,
+  text and JSON values as they are, binary values summarised by their length and first bytes,
+  arrays by dtype, shape and first values, long sequences by their first elements and a count;
+- one summary per value (``ffrecord show`` as text, ``ffrecord view`` as JSON for the page:
+  ``summarize``), with images *not* decoded (``raw_decoders``), so that an image is described
+  by its stored format and size without decoding its pixels, and served as it is stored.
 
 >>> import numpy as np
 >>> print(format_datapoint({"label": 3, "image": b"\\x89PNG\\r\\n" + bytes(100),
@@ -9,10 +14,18 @@ dtype, shape and first values, long sequences by their first elements and a coun
 {"label": 3, "image": {"bytes": 106, "hex": "89504e470d0a00000000000000000000", "text": ".PNG............"},
  "boxes": {"array": "float32", "shape": [2, 4], "values": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]},
  "tags": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, "(4 more)"]}
+>>> summary = summarize(np.arange(6, dtype=np.int16).reshape(2, 3), "array")
+>>> summary["kind"], summary["dtype"], summary["shape"], summary["min"], summary["max"]
+('array', 'int16', [2, 3], 0, 5)
+>>> as_text(summary)
+'array int16 (2, 3)  min 0  max 5'
+>>> as_text(summarize("a caption", "utf8"))
+"'a caption'"
 """
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable
@@ -20,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .codecs import BUILTIN
+from .spec import parse_spec
 
 # Types whose built-in decoders give values worth showing as they are (or as arrays); any
 # other type (bytes, images, npz, a user's own) is shown as its stored bytes.
@@ -73,3 +87,110 @@ def display_value(value: Any) -> Any:
 def format_datapoint(datapoint: Mapping[str, Any]) -> str:
     """One datapoint as one line of JSON (see ``display_value``)."""
     return json.dumps(display_value(datapoint), ensure_ascii=False)
+
+
+IMAGE_TYPES = ("jpg", "png")
+_MAGIC = {b"\xff\xd8\xff": "JPEG", b"\x89PNG\r\n\x1a\n": "PNG", b"GIF8": "GIF", b"RIFF": "WEBP"}
+TEXT_LIMIT = 2000  # characters of text or bytes shown
+
+
+def raw_decoders(spec: Mapping[str, str]) -> dict[str, Any]:
+    """Decoders that read image fields as their stored bytes (and leave the rest built in)."""
+    return {field.type: bytes for field in parse_spec(spec).values() if field.type in IMAGE_TYPES}
+
+
+def image_format(data: bytes) -> str | None:
+    """``"JPEG"``, ``"PNG"``, ... when ``data`` starts like an image file, else ``None``."""
+    for magic, name in _MAGIC.items():
+        if bytes(data[:len(magic)]) == magic:
+            return name
+    return None
+
+
+def summarize(value: Any, kind: str) -> dict[str, Any]:
+    """A JSON-able summary of one value of a field of type ``kind`` (``"utf8"``, ``"jpg[]"``...)."""
+    base = kind.split(":")[0]
+    if base.endswith("[]"):
+        return {"kind": "sequence", "count": len(value), "items": [summarize(v, base[:-2]) for v in value]}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        fmt = image_format(data)
+        if fmt is not None:
+            return {"kind": "image", "format": fmt, "bytes": len(data), **_image_size(data)}
+        try:
+            return {"kind": "text", "text": data.decode("utf-8")[:TEXT_LIMIT], "bytes": len(data)}
+        except UnicodeDecodeError:
+            return {"kind": "bytes", "bytes": len(data), "hex": data[:64].hex()}
+    if isinstance(value, str):
+        return {"kind": "text", "text": value[:TEXT_LIMIT], "length": len(value)}
+    if isinstance(value, (bool, int, float)):
+        return {"kind": "number", "value": value}
+    if isinstance(value, np.ndarray):
+        return _array(value)
+    if isinstance(value, dict) and value and all(isinstance(v, np.ndarray) for v in value.values()):
+        return {"kind": "arrays", "arrays": {k: _array(v) for k, v in value.items()}}
+    text = json.dumps(value, default=repr, ensure_ascii=False)
+    return {"kind": "json", "text": text[:TEXT_LIMIT]}
+
+
+def _array(array: np.ndarray) -> dict[str, Any]:
+    summary: dict[str, Any] = {"kind": "array", "dtype": str(array.dtype), "shape": list(array.shape)}
+    if array.size and (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+        summary["min"], summary["max"] = array.min().item(), array.max().item()
+    return summary
+
+
+def _image_size(data: bytes) -> dict[str, Any]:
+    try:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(data)) as image:
+            return {"width": image.width, "height": image.height, "mode": image.mode}
+    except Exception:  # no Pillow, or a damaged image: the format is all we can tell
+        return {}
+
+
+def as_text(summary: Mapping[str, Any]) -> str:
+    """One line (a few for a sequence) describing a summary, for the terminal."""
+    kind = summary["kind"]
+    if kind == "sequence":
+        items = [as_text(item) for item in summary["items"][:8]]
+        more = f"\n  … {summary['count'] - 8} more" if summary["count"] > 8 else ""
+        return f"{summary['count']} element(s)" + "".join(f"\n  [{k}] {t}" for k, t in enumerate(items)) + more
+    if kind == "image":
+        size = f" {summary['width']}x{summary['height']} {summary['mode']}" if "width" in summary else ""
+        return f"image {summary['format']}{size}, {summary['bytes']:,} bytes"
+    if kind == "text":
+        return repr(summary["text"])
+    if kind == "number":
+        return repr(summary["value"])
+    if kind == "array":
+        shape = "(" + ", ".join(map(str, summary["shape"])) + ("," if len(summary["shape"]) == 1 else "") + ")"
+        bounds = f"  min {summary['min']}  max {summary['max']}" if "min" in summary else ""
+        return f"array {summary['dtype']} {shape}{bounds}"
+    if kind == "arrays":
+        return "; ".join(f"{name}: {as_text(a)}" for name, a in summary["arrays"].items())
+    if kind == "bytes":
+        return f"{summary['bytes']:,} bytes: {summary['hex']}{'…' if summary['bytes'] > 64 else ''}"
+    return summary["text"]
+
+
+def size_stats(sizes: np.ndarray, bins: int = 20) -> dict[str, Any]:
+    """Min, median, max, mean and a histogram (``bins`` equal-width bins) of sizes in bytes."""
+    if not len(sizes):
+        return {"count": 0}
+    counts, edges = np.histogram(sizes, bins=bins)
+    return {"count": int(len(sizes)), "min": int(sizes.min()), "median": float(np.median(sizes)),
+            "max": int(sizes.max()), "mean": float(sizes.mean()),
+            "histogram": {"counts": counts.tolist(), "edges": edges.tolist()}}
+
+
+def field_sizes(dataset: Any, name: str) -> np.ndarray:
+    """The stored size in bytes of field ``name`` in every datapoint (read from the indexes
+    of the field files, not the data) of a ``DatasetReader`` or ``ShardedDatasetReader``."""
+    members = getattr(dataset, "members", [dataset])
+    parts = []
+    for member in members:
+        reader = member.field_reader(name)
+        parts.append(np.asarray(reader.sizes(np.arange(len(member), dtype=np.uint64)), np.int64))
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)

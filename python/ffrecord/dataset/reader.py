@@ -19,7 +19,7 @@ from ..reader import FileReader
 from . import codecs, sequence
 from .errors import (CodecError, CorruptDatasetError, IncompleteDatasetError, MaskError,
                      SequenceRangeError, SpecError)
-from .spec import Field, read_spec
+from .spec import Field, read_metadata, read_spec
 
 # What a mask asks of a field: WHOLE, or a (start, stop, step) range of a sequence's
 # elements, stop None meaning "to the end".
@@ -65,11 +65,54 @@ class Readable:
         """Bytes on disk of the field files."""
         return sum(os.path.getsize(path) for path in self.files)
 
+    def select(self, indices: Any) -> Any:
+        """A ``View`` of the datapoints ``indices``, in that order (see ``dataset.views``)."""
+        from .views import View
+
+        return View(self, indices)
+
+    def shard(self, num_shards: int, index: int, contiguous: bool = True) -> Any:
+        """Part ``index`` of ``num_shards`` near-equal parts, as a ``View``."""
+        from .views import shard
+
+        return shard(self, num_shards, index, contiguous)
+
+    def train_test_split(self, test_size: float | int, seed: int | None = None,
+                         shuffle: bool = True) -> dict[str, Any]:
+        """``{"train": View, "test": View}`` (see ``dataset.views.train_test_split``)."""
+        from .views import train_test_split
+
+        return train_test_split(self, test_size, seed, shuffle)
+
+    def to_arrow(self, mask: Any = None) -> Any:
+        """The dataset as a ``pyarrow.Table`` (see ``ffrecord.dataset.export``)."""
+        from .export import to_arrow
+
+        return to_arrow(self, mask)
+
+    def to_hf(self, mask: Any = None) -> Any:
+        """The dataset as a Hugging Face ``datasets.Dataset`` (see ``ffrecord.dataset.export``)."""
+        from .export import to_hf
+
+        return to_hf(self, mask)
+
+    def to_parquet(self, path: Any, mask: Any = None) -> int:
+        """Writes the dataset to a Parquet file (see ``ffrecord.dataset.export``)."""
+        from .export import to_parquet
+
+        return to_parquet(self, path, mask)
+
     def close(self) -> None:
         """Closes the files (a no-op for datasets that own none)."""
 
-    def __getitem__(self, key: Any) -> dict[str, Any]:
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, _MANY):  # slices, index lists, a field name: see dataset.views
+            from .views import getitem
+
+            return getitem(self, key)
         index, mask = key if isinstance(key, tuple) and len(key) == 2 else (key, None)
+        if isinstance(index, _MANY):
+            return self.read(range(len(self))[index] if isinstance(index, slice) else index, mask)
         return self.read([one_index(index, len(self))], mask)[0]
 
     def __iter__(self):
@@ -93,6 +136,7 @@ class Readable:
 
 
 _ITER_BATCH = 256
+_MANY = (str, slice, list, range, np.ndarray)  # keys that select more than one datapoint
 _COUNT_CHUNK = 1 << 16  # element counts read per call
 _MAX_STOP = 1 << 62  # above any element count a sample can hold (comparable with int64)
 
@@ -206,6 +250,12 @@ class DatasetReader(Readable):
     @property
     def fields(self) -> dict[str, Field]:
         return dict(self._fields)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What the writer stored beside the spec (``DatasetWriter(metadata=...)``), e.g. a
+        converter's class names; ``{}`` when none."""
+        return read_metadata(self.directory)
 
     @property
     def files(self) -> list[str]:
@@ -576,6 +626,11 @@ class ShardedDatasetReader(Routed):
     @property
     def shards(self) -> int:
         return len(self.members)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The first shard's ``metadata`` (see ``DatasetReader.metadata``)."""
+        return self.members[0].metadata
 
     def __len__(self) -> int:
         return int(self._ends[-1])

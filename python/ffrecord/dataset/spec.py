@@ -76,12 +76,16 @@ def parse_spec(spec: Any) -> dict[str, Field]:
     return fields
 
 
-def write_spec(directory: Path, fields: Mapping[str, Field], length: int) -> None:
+def write_spec(directory: Path, fields: Mapping[str, Field], length: int,
+               metadata: Mapping[str, Any] | None = None) -> None:
     """Writes ``spec.json`` atomically (temporary file, fsync, link, directory fsync), never
     replacing one: it is the last thing a writer does, so a dataset without it never looks
-    complete, and a complete one is never replaced."""
+    complete, and a complete one is never replaced. ``metadata`` (JSON-serialisable, e.g. a
+    converter's class names) is kept under ``"metadata"``."""
     document = {"format": FORMAT, "version": VERSION, "length": length,
                 "fields": {name: field.spec for name, field in fields.items()}}
+    if metadata:
+        document["metadata"] = dict(metadata)
     fd, tmp = tempfile.mkstemp(prefix=f".{SPEC_FILE}.tmp-", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -133,6 +137,28 @@ def read_spec(directory: Path) -> tuple[dict[str, Field], int]:
     at once (``ValueError``); one that is too large, not UTF-8, not JSON (or nested too
     deep), has a key twice or holds a field of the wrong type raises ``CorruptDatasetError``
     naming it."""
+    path, document = _read_document(directory)
+    length = document.get("length")
+    if not _is_count(length):
+        raise _damaged(path, f"bad datapoint count {length!r:.80}")
+    try:
+        return parse_spec(document.get("fields")), length
+    except SpecError as exc:
+        raise _damaged(path, str(exc)) from None
+
+
+def read_metadata(directory: Path) -> dict[str, Any]:
+    """The ``"metadata"`` a writer stored in ``spec.json`` (``{}`` when none), read and checked
+    as ``read_spec`` reads it."""
+    path, document = _read_document(directory)
+    metadata = document.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise _damaged(path, '"metadata" is not an object')
+    return metadata
+
+
+def _read_document(directory: Path) -> tuple[Any, dict[str, Any]]:
+    """``spec.json``'s path and its JSON object, of a known format and version."""
     path = directory / SPEC_FILE
     try:
         raw = _read_bounded(path)
@@ -161,13 +187,7 @@ def read_spec(directory: Path) -> tuple[dict[str, Field], int]:
         raise UnsupportedVersionError(
             f"{path}: format version {version} is newer than this library reads ({VERSION}): "
             "upgrade ffrecord")
-    length = document.get("length")
-    if not _is_count(length):
-        raise _damaged(path, f"bad datapoint count {length!r:.80}")
-    try:
-        return parse_spec(document.get("fields")), length
-    except SpecError as exc:
-        raise _damaged(path, str(exc)) from None
+    return path, document
 
 
 def _read_bounded(path: Any) -> bytes:

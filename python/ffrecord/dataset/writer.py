@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import _remote
+from .._progress import ProgressBar
 from ..writer import ClosesOrAborts, FileWriter
 from . import codecs, sequence
 from .claim import Claim
@@ -42,6 +44,10 @@ class DatasetWriter(ClosesOrAborts):
     place, where an unknown count stages the data and copies it behind the header at
     ``close`` (one more pass over the data on disk).
 
+    ``metadata`` (a JSON-serialisable dict, e.g. class names) is stored in ``spec.json`` and
+    read back as ``reader.metadata``; ``progress=True`` shows a bar (rate, and with
+    ``length`` an ETA) on stderr.
+
     ``directory`` may be an ``s3://bucket/prefix/`` URL (with ``storage_options`` as for
     ``FileWriter``): the dataset is then written to a local staging directory and uploaded
     by ``close()``, the field files first and ``spec.json`` last, so the prefix never holds
@@ -60,12 +66,16 @@ class DatasetWriter(ClosesOrAborts):
 
     def __init__(self, directory: Any, spec: Mapping[str, str],
                  encoders: Mapping[str, Callable] | None = None, *, length: int | None = None,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None,
+                 metadata: Mapping[str, Any] | None = None, progress: bool = False) -> None:
         self._writers: dict[str, FileWriter] = {}
         self._placed: dict[str, os.stat_result] = {}  # field files this writer moved into place
         self._staging: str | None = None
         self._claim: Claim | None = None
         self._created = self._finished = False
+        self._bar = ProgressBar(length, progress, "write", "datapoint")  # rate and ETA on stderr
+        self.metadata = dict(metadata or {})  # stored in spec.json, read as reader.metadata
+        json.dumps(self.metadata)  # not JSON-serialisable: fail before anything is written
         self.storage_options = storage_options
         location = os.fsdecode(_remote.local_path(directory))
         self.url = location if _remote.is_url(location) else None
@@ -139,6 +149,7 @@ class DatasetWriter(ClosesOrAborts):
             raise
         self._size += sum(map(len, samples.values()))
         self._length += 1
+        self._bar.update(1)
         return index
 
     def _encode(self, datapoint: Any, index: int) -> dict[str, bytes]:
@@ -175,12 +186,13 @@ class DatasetWriter(ClosesOrAborts):
         if self._closed:
             return
         self._closed = True
+        self._bar.__exit__()
         try:
             # Each close fsyncs its file; the library releases the GIL, so they overlap.
             with ThreadPoolExecutor(len(self._writers)) as pool:
                 for future in [pool.submit(self._place, name) for name in self._writers]:
                     future.result()
-            write_spec(self.directory, self._fields, self._length)
+            write_spec(self.directory, self._fields, self._length, self.metadata)
             if self.url is not None:
                 self._upload()
         except BaseException:
@@ -205,6 +217,7 @@ class DatasetWriter(ClosesOrAborts):
         """Discards everything written; a directory this writer created is removed when
         nothing else is in it. After a successful ``close()``, does nothing."""
         self._closed = True
+        self._bar.__exit__()
         if not self._finished:
             self._discard()
 

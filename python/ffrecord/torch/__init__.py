@@ -9,7 +9,10 @@
 [0, 1, 2, 3, 4, 5]
 """
 
-from .dataloader import DataLoader
+from .._extras import require
+
+require("torch", "torch", "ffrecord.torch")
+from .dataloader import DataLoader  # noqa: E402 (after the check that names the extra)
 from .dataset import ConcatDataset, Dataset, ReaderRegistry, Subset
 from .structured import StructuredDataset
 

@@ -1,0 +1,264 @@
+"""What every converter shares: the ``Source`` interface, the error naming a source file and
+record, and ``run``, which writes a source's units as the shards of a new dataset in
+parallel processes, with a progress bar, resumably.
+
+A conversion is staged in a hidden directory beside the destination, ``.NAME.converting``:
+one complete shard per finished unit, and ``convert.json`` saying what is being converted.
+Running the same conversion again after a failure (or a crash) keeps the finished shards and
+converts the rest; when every unit is done the staging directory is renamed to the
+destination in one step, so a dataset appears there only complete.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import multiprocessing as mp
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import _extras
+from .._progress import ProgressBar
+from ..dataset.errors import CodecError, CorruptDatasetError, IncompleteDatasetError
+from ..dataset.spec import COMPRESSIONS, SPEC_FILE, parse_spec
+from ..dataset.writer import DatasetWriter, shard_name
+
+MANIFEST = "convert.json"
+_NOT_COMPRESSED = ("int", "float")  # 8 bytes each: nothing to gain
+
+
+class SourceError(CorruptDatasetError):
+    """A source that cannot be converted as it is: a damaged or truncated file, an index
+    that disagrees with its data, a value that is not what its type says. The message names
+    the source file and the record."""
+
+
+def source_error(file: Any, record: Any, what: str) -> SourceError:
+    """``SourceError("FILE: record R: WHAT")``."""
+    where = f"{file}" if record is None else f"{file}: record {record}"
+    return SourceError(f"{where}: {what}")
+
+
+def require(module: str, package: str) -> Any:
+    """``import module``, or a ``MissingDependencyError`` naming the extra to install."""
+    return _extras.require(module, "convert", "this converter", package)
+
+
+def files_of(path: Any, pattern: str) -> tuple[Path, list[Path]]:
+    """``path`` and the files it stands for: itself, or a directory's files matching
+    ``pattern``, in name order."""
+    path = Path(os.fsdecode(path))
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    return path, sorted(path.glob(pattern)) if path.is_dir() else [path]
+
+
+def read_index(path: Any, name: str, what: str) -> tuple[Path, dict[str, Any]]:
+    """The directory ``path`` and its JSON index file ``name`` (``what`` says what a missing
+    one means), parsed."""
+    path = Path(os.fsdecode(path))
+    index = path / name
+    if not index.is_file():
+        raise FileNotFoundError(f"{index}: no such file ({what})")
+    try:
+        return path, json.loads(index.read_text())
+    except ValueError as exc:
+        raise source_error(index, None, f"not JSON: {exc}") from None
+
+
+def raw(value: Any) -> Any:
+    """An encoder storing bytes as they are (images as the source stored them)."""
+    return value
+
+
+def check_image(data: bytes, file: Any, record: Any) -> bytes:
+    """``data`` if Pillow reads it as a complete image; a ``SourceError`` naming the file
+    and record otherwise. (The format is not held against the field's type: Pillow, which
+    decodes ``jpg`` and ``png`` fields, reads either.)"""
+    Image = require("PIL.Image", "Pillow")
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.verify()
+    except Exception as exc:
+        raise source_error(file, record, f"not a readable image: {type(exc).__name__}: {exc}") from None
+    return data
+
+
+class Source:
+    """One dataset to convert: its spec, and its data as *units* (a shard file, a chunk of
+    an image folder, ...), each converted on its own into one shard of the destination.
+
+    Subclasses set ``spec`` (``{field: type}``), optionally ``encoders`` and ``metadata``,
+    in ``__init__``, and implement ``units`` and ``read``. Sources are pickled to worker
+    processes: keep their state plain (paths, dicts), open files in ``read``.
+    """
+
+    kind = "source"
+    spec: dict[str, str]
+    encoders: dict[str, Callable] = {}
+    metadata: dict[str, Any] = {}
+
+    def units(self) -> list[Any]:
+        """The units, in dataset order; each is picklable and describes itself in ``str``."""
+        raise NotImplementedError
+
+    def count(self, unit: Any) -> int | None:
+        """The unit's datapoints, when known without reading it (for the bar and the writer)."""
+        return None
+
+    def read(self, unit: Any) -> Iterator[tuple[Any, dict[str, Any]]]:
+        """``(record, datapoint)`` pairs of the unit, ``record`` naming it in errors."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Releases what the source holds (e.g. a downloaded copy); called when ``run`` ends."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({getattr(self, 'path', '?')!s})"
+
+
+def run(source: Source, destination: Any, *, workers: int | None = None, progress: bool = False,
+        compression: str | None = None) -> int:
+    """Converts ``source`` into a new dataset at ``destination`` (a plain dataset for one
+    unit, a sharded one otherwise); returns the number of datapoints. See the module."""
+    if compression is not None and compression not in COMPRESSIONS:
+        raise ValueError(f"compression must be None or one of {COMPRESSIONS}, got {compression!r}")
+    destination = Path(os.fsdecode(destination)).absolute()
+    if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
+        raise FileExistsError(f"{destination}: already exists and is not an empty directory")
+    spec = {name: kind if compression is None or kind.split("[")[0] in _NOT_COMPRESSED
+            else f"{kind}:{compression}" for name, kind in source.spec.items()}
+    parse_spec(spec)
+    units = source.units()
+    if not units:
+        raise IncompleteDatasetError(f"{source.path}: holds no data to convert")
+    staging = staging_directory(destination)
+    origin = str(getattr(source, "url", None) or source.path)  # a downloaded copy moves
+    _start_or_resume(staging, {"kind": source.kind, "source": origin, "spec": spec,
+                               "units": [os.path.relpath(str(unit), source.path) for unit in units]})
+    todo = [k for k in range(len(units)) if not (staging / shard_name(k) / SPEC_FILE).is_file()]
+    for k in todo:  # a unit interrupted part-way starts again
+        shutil.rmtree(staging / shard_name(k), ignore_errors=True)
+    counts = [source.count(unit) for unit in units]
+    total = sum(counts) if None not in counts else None
+    done = sum(_shard_length(staging / shard_name(k)) for k in range(len(units)) if k not in todo)
+    job = _Job(source, spec, staging)
+    with ProgressBar(total, progress, f"convert {source.kind}", "datapoint") as bar:
+        bar.update(done)
+        tasks = [(k, units[k], counts[k]) for k in todo]
+        workers = min(len(tasks), workers or os.cpu_count() or 1)
+        if workers <= 1:
+            for task in tasks:
+                job.write(*task, bar.update)
+        else:
+            _run_parallel(job, tasks, workers, bar)
+    length = sum(_shard_length(staging / shard_name(k)) for k in range(len(units)))
+    (staging / MANIFEST).unlink()
+    if destination.exists():
+        destination.rmdir()
+    if len(units) == 1:
+        os.rename(staging / shard_name(0), destination)
+        staging.rmdir()
+    else:
+        os.rename(staging, destination)
+    return length
+
+
+def staging_directory(destination: Any) -> Path:
+    """Where a conversion to ``destination`` is staged until it is complete."""
+    destination = Path(os.fsdecode(destination)).absolute()
+    return destination.parent / f".{destination.name}.converting"
+
+
+def _start_or_resume(staging: Path, plan: dict[str, Any]) -> None:
+    manifest = staging / MANIFEST
+    if manifest.is_file():
+        if json.loads(manifest.read_text()) != plan:
+            raise FileExistsError(f"{staging} holds an unfinished conversion of something else "
+                                  f"(see its {MANIFEST}): remove it, or convert to another place")
+        return
+    staging.mkdir(parents=True, exist_ok=True)
+    tmp = staging / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(plan, indent=1))
+    os.replace(tmp, manifest)
+
+
+def _shard_length(shard: Path) -> int:
+    return json.loads((shard / SPEC_FILE).read_text())["length"]
+
+
+class _Job:
+    """Writes one unit of a source into its shard of the staging directory."""
+
+    def __init__(self, source: Source, spec: Mapping[str, str], staging: Path) -> None:
+        self.source, self.spec, self.staging = source, dict(spec), staging
+
+    def write(self, number: int, unit: Any, count: int | None, advance: Callable[[int], Any],
+              cancelled: Callable[[], bool] = lambda: False) -> int:
+        source = self.source
+        with DatasetWriter(self.staging / shard_name(number), self.spec, source.encoders,
+                           length=count, metadata=source.metadata) as writer:
+            for record, datapoint in source.read(unit):
+                if len(writer) == count:
+                    raise source_error(unit, record, f"one record more than the {count} its index says")
+                try:
+                    writer.append(datapoint)
+                except CodecError as exc:
+                    raise source_error(unit, record, f"field {exc.field!r}: {exc}") from exc
+                advance(1)
+                if len(writer) % 64 == 0 and cancelled():
+                    raise _Cancelled()
+            if count is not None and len(writer) != count:
+                raise source_error(unit, None, f"holds {len(writer)} records where its index says {count}")
+            return len(writer)
+
+
+class _Cancelled(Exception):
+    """Raised inside a worker told to stop because another unit failed."""
+
+
+_worker: dict[str, Any] = {}
+
+
+def _init_worker(job: _Job, cancel: Any, queue: Any) -> None:
+    _worker.update(job=job, cancel=cancel, queue=queue)
+
+
+def _write_in_worker(number: int, unit: Any, count: int | None) -> int:
+    from ..utils import _Reporter
+
+    reporter = _Reporter(_worker["queue"])
+    try:
+        return _worker["job"].write(number, unit, count, reporter.add, _worker["cancel"].is_set)
+    finally:
+        reporter.flush()
+
+
+def _run_parallel(job: _Job, tasks: list[tuple[int, Any, int | None]], workers: int,
+                  bar: ProgressBar) -> None:
+    from ..utils import _drain, _raise_first_error
+
+    # fork: the source need not pickle, and the library reloads itself in forked children.
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    cancel, queue = ctx.Event(), ctx.Queue()
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                             initargs=(job, cancel, queue)) as pool:
+        pending = {pool.submit(_write_in_worker, *task) for task in tasks}
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+                _drain(queue, bar)
+                _raise_first_error(done)
+            _drain(queue, bar)
+        except BrokenProcessPool as exc:  # a worker killed (e.g. out of memory): no data is at fault
+            raise OSError(f"a conversion worker process died ({exc}): run again to continue") from exc
+        except BaseException:
+            cancel.set()
+            for future in pending:
+                future.cancel()
+            raise

@@ -1,0 +1,171 @@
+"""MosaicML Streaming (MDS) datasets: a directory with ``index.json`` and its shard files,
+local or under an ``s3://bucket/prefix/`` (downloaded first, with boto3, to a temporary
+directory removed when the conversion ends; endpoint and credentials from ``storage_options``
+or the ``AWS_*`` environment).
+
+Shards are read here (``u32 samples | (samples + 1) × u32 offsets | samples``, each sample
+the variable columns' u32 sizes, then every column's bytes), checked against the index (its
+byte count and sample count of each shard); values are decoded with the ``streaming``
+package's own decoders (``pip install mosaicml-streaming``). Columns map to fields:
+
+====================================================  =========================
+MDS encoding                                          field type
+====================================================  =========================
+``int``, ``uint8`` … ``int64``, ``str_int``           ``int``
+``float16/32/64``, ``str_float``                      ``float``
+``str``, ``str_decimal``                              ``utf8``
+``bytes``                                             ``bytes``
+``jpeg`` / ``png``                                    ``jpg`` / ``png`` (bytes as stored)
+``json``                                              ``json``
+``ndarray…``, ``pil``                                 ``array``
+``pkl`` and anything else                             ``bytes`` (stored bytes: never unpickled)
+====================================================  =========================
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import _remote
+from ._base import Source, check_image, raw, read_index, require, source_error
+
+_TYPES = {"int": "int", "str_int": "int", "str": "utf8", "str_decimal": "utf8", "bytes": "bytes",
+          "jpeg": "jpg", "png": "png", "json": "json", "pil": "array", "str_float": "float",
+          **{name: "int" for name in ("uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64")},
+          **{name: "float" for name in ("float16", "float32", "float64")}}
+
+
+def _field_type(encoding: str) -> str:
+    return "array" if encoding.startswith("ndarray") else _TYPES.get(encoding, "bytes")
+
+
+class MDSSource(Source):
+    """``MDSSource("mds_dir/")``: the shards listed in ``mds_dir/index.json``."""
+
+    kind = "mds"
+
+    def __init__(self, path: Any, storage_options: dict[str, Any] | None = None) -> None:
+        require("streaming", "mosaicml-streaming")
+        self.url = None
+        if _remote.is_url(os.fsdecode(path)):
+            self.url, path = os.fsdecode(path), _download(os.fsdecode(path), storage_options)
+        self.path, index = read_index(path, "index.json", "not an MDS dataset")
+        try:
+            shards = index["shards"]
+        except (KeyError, TypeError) as exc:
+            raise source_error(self.path / "index.json", None, f"not an MDS index: {exc}") from None
+        self.shards = {shard["raw_data"]["basename"]: shard for shard in shards if shard["samples"]}
+        first = next(iter(self.shards.values()), None)
+        self.columns = list(zip(first["column_names"], first["column_encodings"])) if first else []
+        self.spec = {name: _field_type(encoding) for name, encoding in self.columns}
+        self.encoders = {"jpg": raw, "png": raw}
+        self.metadata = {"source": "mds", "encodings": dict(self.columns)}
+
+    def units(self) -> list[str]:
+        return [str(self.path / name) for name in self.shards]
+
+    def close(self) -> None:
+        if self.url is not None:  # the downloaded copy
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def count(self, unit: str) -> int:
+        return self.shards[Path(unit).name]["samples"]
+
+    def read(self, unit: str) -> Iterator[tuple[Any, dict[str, Any]]]:
+        shard = self.shards[Path(unit).name]
+        if list(zip(shard["column_names"], shard["column_encodings"])) != self.columns:
+            raise source_error(unit, None, "its columns differ from the first shard's")
+        data = self._shard_bytes(unit, shard)
+        n = shard["samples"]
+        if len(data) < 4 * (n + 2) or int(np.frombuffer(data, "<u4", 1)[0]) != n:
+            raise source_error(unit, None, f"index.json says {n} samples; the shard's header disagrees")
+        offsets = np.frombuffer(data, "<u4", n + 1, 4).astype(np.int64)
+        if offsets[0] < 4 * (n + 2) or (np.diff(offsets) < 0).any() or offsets[-1] != len(data):
+            raise source_error(unit, None, "sample offsets run backwards or past the end of the shard")
+        for k in range(n):
+            yield k, self._sample(unit, k, data[offsets[k]:offsets[k + 1]], shard["column_sizes"])
+
+    def _shard_bytes(self, unit: str, shard: dict[str, Any]) -> bytes:
+        raw_info, zip_info = shard["raw_data"], shard.get("zip_data")
+        if zip_info and not Path(unit).is_file():
+            from streaming.base.compression import decompress
+
+            zipped = self._checked_bytes(self.path / zip_info["basename"], zip_info["bytes"])
+            data = decompress(shard["compression"], zipped)
+        else:
+            data = self._checked_bytes(Path(unit), None)
+        if len(data) != raw_info["bytes"]:
+            raise source_error(unit, None, f"index.json says the shard has {raw_info['bytes']:,} bytes; "
+                                           f"it has {len(data):,}")
+        return data
+
+    @staticmethod
+    def _checked_bytes(file: Path, size: int | None) -> bytes:
+        data = file.read_bytes()
+        if size is not None and len(data) != size:
+            raise source_error(file, None, f"index.json says {size:,} bytes; the file has {len(data):,}")
+        return data
+
+    def _sample(self, unit: str, k: int, data: bytes, sizes: list[int | None]) -> dict[str, Any]:
+        from streaming.base.format.mds.encodings import mds_decode
+
+        at, lengths = 0, []
+        for size in sizes:
+            if size is None:
+                lengths.append(int(np.frombuffer(data, "<u4", 1, at)[0]) if at + 4 <= len(data) else -1)
+                at += 4
+            else:
+                lengths.append(size)
+        if any(n < 0 for n in lengths) or at + sum(lengths) != len(data):
+            raise source_error(unit, k, "column sizes do not add up to the sample's size")
+        sample = {}
+        for (name, encoding), length in zip(self.columns, lengths):
+            value, at = data[at:at + length], at + length
+            kind = self.spec[name]
+            if kind in ("jpg", "png"):
+                sample[name] = check_image(value, unit, k)
+            elif kind == "bytes":
+                sample[name] = value
+            else:
+                try:
+                    decoded = mds_decode(encoding, value)
+                except Exception as exc:
+                    raise source_error(unit, k, f"column {name!r} ({encoding}) cannot be decoded: "
+                                                f"{type(exc).__name__}: {exc}") from None
+                sample[name] = _as_field(decoded, kind)
+        return sample
+
+
+def _download(url: str, storage_options: dict[str, Any] | None) -> Path:
+    """The objects under the prefix ``url`` (not below sub-prefixes) in a new local directory."""
+    boto3 = require("boto3", "boto3")
+    options = storage_options or {}
+    client = boto3.client("s3", endpoint_url=options.get("endpoint_url"), region_name=options.get("region"))
+    bucket, _, prefix = url[len("s3://"):].partition("/")
+    prefix = prefix.rstrip("/") + "/" if prefix else ""
+    local = Path(tempfile.mkdtemp(prefix="ffrecord-mds-"))
+    try:
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
+            for entry in page.get("Contents", []):
+                client.download_file(bucket, entry["Key"], str(local / entry["Key"][len(prefix):]))
+    except BaseException:
+        shutil.rmtree(local, ignore_errors=True)
+        raise
+    return local
+
+
+def _as_field(value: Any, kind: str) -> Any:
+    if kind == "array":
+        return np.asarray(value)
+    if kind in ("int", "float"):
+        return int(value) if kind == "int" else float(value)
+    if kind == "utf8":
+        return str(value)
+    return value
