@@ -1,0 +1,152 @@
+"""Decoding one image straight to a crop resized to ``size × size``, written into a slot of
+the batch.
+
+JPEGs go through libjpeg-turbo (``simplejpeg``, which releases the GIL): the header gives
+the size, the crop box is chosen, and when the box is at least twice the output on both
+sides the image is decoded at 1/2, 1/4 or 1/8 scale in the DCT domain (an area reduction
+that skips most of the inverse DCT and colour conversion). One Pillow ``resize`` with a
+``box`` then crops and resizes in a single antialiased bilinear pass, as torchvision's PIL
+path does in two. Anything else (PNG, GIF, WebP, CMYK JPEGs, …) is opened by Pillow and
+converted to RGB as torchvision's ``ImageFolder`` loader does (alpha dropped, grey
+replicated), with Pillow's ``draft`` giving the same DCT scaling to JPEGs.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import simplejpeg
+from PIL import Image
+
+_JPEG_MAGIC = b"\xff\xd8\xff"
+_TURBO_COLORSPACES = {"YCbCr", "Gray", "RGB"}  # what libjpeg-turbo converts to RGB itself
+
+Box = tuple  # (top, left, height, width) in stored pixels, ints or floats
+
+
+def dct_factor(box_height: float, box_width: float, size: int) -> int:
+    """The largest of 8, 4, 2 that keeps the box at least ``size`` on both sides once the
+    image is decoded that many times smaller; 1 when the crop is under twice the output."""
+    for factor in (8, 4, 2):
+        if min(box_height, box_width) >= factor * size:
+            return factor
+    return 1
+
+
+@dataclass
+class EncodedImage:
+    """An image as stored (a JPEG libjpeg-turbo can convert, or anything Pillow opens), or
+    an already decoded uint8 array: its size, and a way to render a box of it."""
+
+    height: int
+    width: int
+    render_box: Callable[[Box, int, bool, np.ndarray], None]
+
+
+def open_image(value: Any) -> EncodedImage:
+    """Reads the size of ``value``: encoded bytes (``bytes``, ``memoryview``, a 1-D uint8
+    array), a decoded ``H×W`` / ``H×W×3`` uint8 array, or a PIL image."""
+    if isinstance(value, Image.Image):
+        return _pil(value.convert("RGB"))
+    if isinstance(value, np.ndarray) and value.ndim != 1:
+        return _decoded_array(value)
+    data = memoryview(value).cast("B")
+    if bytes(data[:3]) == _JPEG_MAGIC:
+        try:
+            height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
+        except ValueError:
+            colorspace = None  # Pillow says what is wrong with it
+        if colorspace in _TURBO_COLORSPACES:
+            return EncodedImage(height, width, lambda box, size, flip, out:
+                                _render_turbo(data, height, width, box, size, flip, out))
+    image = Image.open(io.BytesIO(data))
+    return EncodedImage(image.height, image.width, lambda box, size, flip, out:
+                        _render_pil(image, box, size, flip, out))
+
+
+def _decoded_array(array: np.ndarray) -> EncodedImage:
+    if array.dtype != np.uint8 or not (array.ndim == 2 or (array.ndim == 3 and array.shape[2] in (1, 3))):
+        raise ValueError(
+            f"a decoded image must be a uint8 H×W or H×W×3 array, not {array.dtype} {array.shape}: "
+            "read the field as encoded bytes with DatasetReader(..., decoders=ffrecord.vision.ENCODED)")
+    rgb = array if array.ndim == 3 and array.shape[2] == 3 else np.repeat(array.reshape(*array.shape[:2], 1), 3, 2)
+    return _pil(Image.fromarray(np.ascontiguousarray(rgb)))
+
+
+def _pil(image: Image.Image) -> EncodedImage:
+    return EncodedImage(image.height, image.width, lambda box, size, flip, out:
+                        _resize_into(image, box, 1.0, 1.0, size, flip, out))
+
+
+def _check_pixels(height: int, width: int) -> None:
+    """Pillow's decompression-bomb limit, applied to what libjpeg-turbo would allocate."""
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit and height * width > 2 * limit:
+        raise Image.DecompressionBombError(
+            f"image of {width}×{height} pixels ({height * width}) is over twice Pillow's "
+            f"MAX_IMAGE_PIXELS ({limit}) even at 1/8 scale")
+
+
+def _render_turbo(data: memoryview, height: int, width: int, box: Box, size: int, flip: bool,
+                  out: np.ndarray) -> None:
+    factor = dct_factor(box[2], box[3], size)
+    min_height, min_width = -(-height // factor), -(-width // factor)
+    _check_pixels(min_height, min_width)
+    pixels = simplejpeg.decode_jpeg(data, "RGB", min_height=min_height, min_width=min_width,
+                                    min_factor=factor)
+    _resize_into(Image.fromarray(pixels), box, pixels.shape[0] / height, pixels.shape[1] / width,
+                 size, flip, out)
+
+
+def _render_pil(image: Image.Image, box: Box, size: int, flip: bool, out: np.ndarray) -> None:
+    height, width = image.height, image.width
+    factor = dct_factor(box[2], box[3], size)
+    if factor > 1 and image.format == "JPEG":
+        image.draft("RGB", (-(-width // factor), -(-height // factor)))
+    rgb = image.convert("RGB")  # decodes; alpha dropped, grey and CMYK converted
+    _resize_into(rgb, box, rgb.height / height, rgb.width / width, size, flip, out)
+
+
+def _resize_into(image: Image.Image, box: Box, scale_y: float, scale_x: float, size: int,
+                 flip: bool, out: np.ndarray) -> None:
+    """Crops ``box`` (stored pixels; the image is ``scale`` times the stored size), resizes
+    it to ``size × size`` (Pillow's antialiased bilinear, GIL released), flips it left to
+    right when asked, and writes it into ``out`` (``3 × size × size`` uint8)."""
+    top, left, h, w = box
+    pil_box = (left * scale_x, top * scale_y, (left + w) * scale_x, (top + h) * scale_y)
+    pixels = np.asarray(image.resize((size, size), Image.BILINEAR, box=pil_box))
+    if flip:
+        pixels = pixels[:, ::-1]
+    np.copyto(out, pixels.transpose(2, 0, 1))
+
+
+def downscale_image(data: Any, max_side: int, quality: int = 90) -> bytes:
+    """``data`` (an encoded image) with its longer side at most ``max_side``, in its own
+    format; the bytes unchanged when they already fit. For converting a data set once, as
+    FFCV's ``max_resolution`` does: decoding then costs the smaller size every epoch.
+
+    >>> import io
+    >>> from PIL import Image
+    >>> stream = io.BytesIO(); Image.new("RGB", (800, 600), "teal").save(stream, "JPEG")
+    >>> Image.open(io.BytesIO(downscale_image(stream.getvalue(), 400))).size
+    (400, 300)
+    """
+    data = bytes(data)
+    image = Image.open(io.BytesIO(data))
+    width, height = image.size
+    if max(width, height) <= max_side:
+        return data
+    factor = max_side / max(width, height)
+    target = (max(1, round(width * factor)), max(1, round(height * factor)))
+    format_ = image.format
+    if format_ == "JPEG":
+        image.draft(image.mode, target)  # DCT scaling: decodes at the smallest 1/k ≥ target
+    image = image.resize(target, Image.LANCZOS)
+    stream = io.BytesIO()
+    options = {"quality": quality} if format_ == "JPEG" else {}
+    image.save(stream, format=format_, **options)
+    return stream.getvalue()
