@@ -3,7 +3,7 @@
 ``RandomResizedCrop`` (training) and ``CenterCrop`` (validation) replace a datapoint's image
 field with a ``3 × size × size`` uint8 tensor, the same crops as torchvision's transforms,
 decoding only what the crop needs (see ``docs/vision.md``). Needs the ``vision`` extra:
-``pip install "ffrecord[vision]"`` (simplejpeg, Pillow, torch).
+``pip install "ffrecord[vision]"`` (simplejpeg, OpenCV, Pillow, torch).
 
 Read image fields as their encoded bytes (``ENCODED``) so that decoding happens here:
 
@@ -15,6 +15,7 @@ Read image fields as their encoded bytes (``ENCODED``) so that decoding happens 
 from __future__ import annotations
 
 try:
+    import cv2  # noqa: F401
     import simplejpeg  # noqa: F401
     import torch  # noqa: F401
     from PIL import Image  # noqa: F401

@@ -4,11 +4,12 @@ the batch.
 JPEGs go through libjpeg-turbo (``simplejpeg``, which releases the GIL): the header gives
 the size, the crop box is chosen, and when the box is at least twice the output on both
 sides the image is decoded at 1/2, 1/4 or 1/8 scale in the DCT domain (an area reduction
-that skips most of the inverse DCT and colour conversion). One Pillow ``resize`` with a
-``box`` then crops and resizes in a single antialiased bilinear pass, as torchvision's PIL
-path does in two. Anything else (PNG, GIF, WebP, CMYK JPEGs, …) is opened by Pillow and
-converted to RGB as torchvision's ``ImageFolder`` loader does (alpha dropped, grey
-replicated), with Pillow's ``draft`` giving the same DCT scaling to JPEGs.
+that skips most of the inverse DCT and colour conversion). OpenCV then resizes the box
+(GIL released): bilinear when what is left to shrink is under 2× — the DCT scaling did the
+rest, so there is nothing to antialias — and area averaging above (images Pillow decoded at
+full size). Anything else (PNG, GIF, WebP, CMYK JPEGs, …) is opened by Pillow and converted
+to RGB as torchvision's ``ImageFolder`` loader does (alpha dropped, grey replicated), with
+Pillow's ``draft`` giving the same DCT scaling to JPEGs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import cv2
 import numpy as np
 import simplejpeg
 from PIL import Image
@@ -51,7 +53,7 @@ def open_image(value: Any) -> EncodedImage:
     """Reads the size of ``value``: encoded bytes (``bytes``, ``memoryview``, a 1-D uint8
     array), a decoded ``H×W`` / ``H×W×3`` uint8 array, or a PIL image."""
     if isinstance(value, Image.Image):
-        return _pil(value.convert("RGB"))
+        return _pixels(np.asarray(value.convert("RGB")))
     if isinstance(value, np.ndarray) and value.ndim != 1:
         return _decoded_array(value)
     data = memoryview(value).cast("B")
@@ -74,12 +76,12 @@ def _decoded_array(array: np.ndarray) -> EncodedImage:
             f"a decoded image must be a uint8 H×W or H×W×3 array, not {array.dtype} {array.shape}: "
             "read the field as encoded bytes with DatasetReader(..., decoders=ffrecord.vision.ENCODED)")
     rgb = array if array.ndim == 3 and array.shape[2] == 3 else np.repeat(array.reshape(*array.shape[:2], 1), 3, 2)
-    return _pil(Image.fromarray(np.ascontiguousarray(rgb)))
+    return _pixels(rgb)
 
 
-def _pil(image: Image.Image) -> EncodedImage:
-    return EncodedImage(image.height, image.width, lambda box, size, flip, out:
-                        _resize_into(image, box, 1.0, 1.0, size, flip, out))
+def _pixels(rgb: np.ndarray) -> EncodedImage:
+    return EncodedImage(rgb.shape[0], rgb.shape[1], lambda box, size, flip, out:
+                        _resize_into(rgb, box, 1.0, 1.0, size, flip, out))
 
 
 def _check_pixels(height: int, width: int) -> None:
@@ -98,8 +100,7 @@ def _render_turbo(data: memoryview, height: int, width: int, box: Box, size: int
     _check_pixels(min_height, min_width)
     pixels = simplejpeg.decode_jpeg(data, "RGB", min_height=min_height, min_width=min_width,
                                     min_factor=factor)
-    _resize_into(Image.fromarray(pixels), box, pixels.shape[0] / height, pixels.shape[1] / width,
-                 size, flip, out)
+    _resize_into(pixels, box, pixels.shape[0] / height, pixels.shape[1] / width, size, flip, out)
 
 
 def _render_pil(image: Image.Image, box: Box, size: int, flip: bool, out: np.ndarray) -> None:
@@ -107,21 +108,25 @@ def _render_pil(image: Image.Image, box: Box, size: int, flip: bool, out: np.nda
     factor = dct_factor(box[2], box[3], size)
     if factor > 1 and image.format == "JPEG":
         image.draft("RGB", (-(-width // factor), -(-height // factor)))
-    rgb = image.convert("RGB")  # decodes; alpha dropped, grey and CMYK converted
-    _resize_into(rgb, box, rgb.height / height, rgb.width / width, size, flip, out)
+    rgb = np.asarray(image.convert("RGB"))  # decodes; alpha dropped, grey and CMYK converted
+    _resize_into(rgb, box, rgb.shape[0] / height, rgb.shape[1] / width, size, flip, out)
 
 
-def _resize_into(image: Image.Image, box: Box, scale_y: float, scale_x: float, size: int,
+def _resize_into(pixels: np.ndarray, box: Box, scale_y: float, scale_x: float, size: int,
                  flip: bool, out: np.ndarray) -> None:
-    """Crops ``box`` (stored pixels; the image is ``scale`` times the stored size), resizes
-    it to ``size × size`` (Pillow's antialiased bilinear, GIL released), flips it left to
-    right when asked, and writes it into ``out`` (``3 × size × size`` uint8)."""
+    """Crops ``box`` (stored pixels; ``pixels`` is ``scale`` times the stored size, H×W×3),
+    resizes it to ``size × size``, flips it left to right when asked, and writes it into
+    ``out`` (``3 × size × size`` uint8). Box edges are rounded to whole decoded pixels."""
     top, left, h, w = box
-    pil_box = (left * scale_x, top * scale_y, (left + w) * scale_x, (top + h) * scale_y)
-    pixels = np.asarray(image.resize((size, size), Image.BILINEAR, box=pil_box))
+    y0, x0 = int(round(top * scale_y)), int(round(left * scale_x))
+    y1 = max(y0 + 1, min(pixels.shape[0], int(round((top + h) * scale_y))))
+    x1 = max(x0 + 1, min(pixels.shape[1], int(round((left + w) * scale_x))))
+    shrink = max(y1 - y0, x1 - x0) / size
+    resized = cv2.resize(pixels[y0:y1, x0:x1], (size, size),
+                         interpolation=cv2.INTER_AREA if shrink >= 2 else cv2.INTER_LINEAR)
     if flip:
-        pixels = pixels[:, ::-1]
-    np.copyto(out, pixels.transpose(2, 0, 1))
+        resized = resized[:, ::-1]
+    np.copyto(out, resized.transpose(2, 0, 1))
 
 
 def downscale_image(data: Any, max_side: int, quality: int = 90) -> bytes:
