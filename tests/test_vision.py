@@ -271,3 +271,26 @@ def test_bad_image_in_a_worker_is_an_error_naming_it(tmp_path) -> None:
     data = StructuredDataset(DatasetReader(path, decoders=vision.ENCODED), transform=vision.RandomResizedCrop(8))
     with pytest.raises(CodecError, match="datapoint 4, field 'image'"):
         list(DataLoader(data, batch_size=3, num_workers=1, timeout=60))
+
+
+# ---- the module ---------------------------------------------------------------------------------
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    from ffrecord.vision import transforms as transforms_module
+
+    for module in (vision, crops, images, transforms_module):
+        assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0, module.__name__
+
+
+def test_extra_is_lazy_and_named_when_missing() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, ffrecord, ffrecord.dataset, ffrecord.torch\n"
+            "print(any(m in sys.modules for m in ('cv2', 'simplejpeg', 'ffrecord.vision')))\n"
+            "sys.modules['simplejpeg'] = None\n"
+            "try:\n    import ffrecord.vision\nexcept ImportError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.splitlines() == ["False", 'ffrecord.vision needs simplejpeg: pip install "ffrecord[vision]"'], out.stderr
