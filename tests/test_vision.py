@@ -169,6 +169,11 @@ def test_seeds_fix_the_crops_threads_change_nothing() -> None:
     first = train.transform_batch(datapoints)
     torch.manual_seed(5)
     assert all(torch.equal(a["image"], b["image"]) for a, b in zip(first, train.transform_batch(datapoints)))
+    class Indices(list):  # a loader's batch of indices carrying per-datapoint seeds
+        seeds = [100 + k for k in range(6)]
+
+    carried = train.transform_batch(datapoints, Indices(range(6)))
+    assert torch.equal(torch.stack([d["image"] for d in carried]), one_by_one)
     clone = pickle.loads(pickle.dumps(train))
     assert repr(clone) == repr(train) and torch.equal(clone(datapoints[1], seed=101)["image"], one_by_one[1])
 

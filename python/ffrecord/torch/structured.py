@@ -56,8 +56,7 @@ class StructuredDataset(torch.utils.data.Dataset):
         return self.__getitems__([single])[0]
 
     def __getitems__(self, indices: Any) -> list:
-        indices = np.asarray(indices, np.int64)
-        datapoints = self.source.read(indices, self.mask)
+        datapoints = self.source.read(np.asarray(indices, np.int64), self.mask)
         if self.transform is None:
             return datapoints
         transform_batch = getattr(self.transform, "transform_batch", None)

@@ -7,10 +7,11 @@ when the transform has one: the batch's images are then decoded by a small threa
 cores) into one contiguous ``batch × 3 × size × size`` uint8 tensor, and each datapoint's
 field is a view of it.
 
-Randomness is per datapoint: ``seed`` is an int or a ``numpy.random.Generator``. Without
-one a seed is drawn from torch's default generator, which the DataLoader seeds per worker
-(as torchvision's transforms draw from it); with per-datapoint seeds derived from the
-loader's seed, epoch and position, a resumed run sees the same crops.
+Randomness is per datapoint: ``seed`` is an int (any size: ``ffrecord.order.datapoint_seed``
+gives one per datapoint from the loader's seed, the epoch and the canonical position) or a
+``numpy.random.Generator``. Without one a seed is drawn from torch's default generator,
+which the DataLoader seeds per worker (as torchvision's transforms draw from it). With
+per-datapoint seeds a resumed run sees the same crops.
 """
 
 from __future__ import annotations
@@ -59,8 +60,11 @@ class _ImageTransform:
                         seeds: Sequence[Seed] | None = None, threads: int | None = None) -> list[dict]:
         """The datapoints with their image fields views of one ``n × 3 × size × size`` uint8
         tensor. ``indices`` (the datapoints' indices in the dataset) name a bad image in the
-        error; ``seeds``, one per datapoint, fix the random crops."""
+        error; ``seeds``, one per datapoint, fix the random crops (by default the indices'
+        ``seeds`` attribute when they carry one, as a loader's per-datapoint seeds)."""
         n = len(datapoints)
+        if seeds is None:
+            seeds = getattr(indices, "seeds", None)
         seeds = list(seeds) if seeds is not None else [None] * n
         # draw the seeds here, in order, so that the pool's scheduling changes nothing
         generators = [_generator(seed) for seed in seeds]
