@@ -49,7 +49,8 @@ class _ImageTransform:
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
 
-    def _box_and_flip(self, image: images.EncodedImage, seed: Seed) -> tuple[Box, bool]:
+    def _box_and_flip(self, image: images.EncodedImage, rng: np.random.Generator) -> tuple[images.Box, bool]:
+        """The crop box in stored pixels and whether to flip it."""
         raise NotImplementedError
 
     def __call__(self, datapoint: dict, seed: Seed = None) -> dict:
@@ -105,9 +106,6 @@ class _ImageTransform:
         return {**self.__dict__, "_pool": None, "_pool_pid": 0}
 
 
-Box = tuple
-
-
 class RandomResizedCrop(_ImageTransform):
     """torchvision's ``RandomResizedCrop(size, scale, ratio)`` then, with ``flip``,
     ``RandomHorizontalFlip()``, fused with decoding: uint8, ``3 × size × size``.
@@ -131,7 +129,7 @@ class RandomResizedCrop(_ImageTransform):
         self.ratio = (float(ratio[0]), float(ratio[1]))
         self.flip = flip
 
-    def _box_and_flip(self, image: images.EncodedImage, rng: np.random.Generator) -> tuple[Box, bool]:
+    def _box_and_flip(self, image: images.EncodedImage, rng: np.random.Generator) -> tuple[images.Box, bool]:
         box = crops.random_resized_crop_box(image.height, image.width, self.scale, self.ratio, rng)
         return box, bool(self.flip and rng.random() < 0.5)
 
@@ -156,7 +154,7 @@ class CenterCrop(_ImageTransform):
         if self.resize < self.size:
             raise ValueError(f"resize ({self.resize}) must be at least size ({self.size})")
 
-    def _box_and_flip(self, image: images.EncodedImage, rng: np.random.Generator) -> tuple[Box, bool]:
+    def _box_and_flip(self, image: images.EncodedImage, rng: np.random.Generator) -> tuple[images.Box, bool]:
         return crops.center_crop_box(image.height, image.width, self.size, self.resize), False
 
     def __repr__(self) -> str:
