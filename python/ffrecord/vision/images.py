@@ -84,20 +84,20 @@ def _pixels(rgb: np.ndarray) -> EncodedImage:
                         _resize_into(rgb, box, 1.0, 1.0, size, flip, out))
 
 
-def _check_pixels(height: int, width: int) -> None:
+def _check_pixels(height: int, width: int, factor: int) -> None:
     """Pillow's decompression-bomb limit, applied to what libjpeg-turbo would allocate."""
     limit = Image.MAX_IMAGE_PIXELS
     if limit and height * width > 2 * limit:
         raise Image.DecompressionBombError(
-            f"image of {width}×{height} pixels ({height * width}) is over twice Pillow's "
-            f"MAX_IMAGE_PIXELS ({limit}) even at 1/8 scale")
+            f"image decoded at 1/{factor} scale would be {width}×{height} pixels, over twice "
+            f"Pillow's MAX_IMAGE_PIXELS ({limit})")
 
 
 def _render_turbo(data: memoryview, height: int, width: int, box: Box, size: int, flip: bool,
                   out: np.ndarray) -> None:
     factor = dct_factor(box[2], box[3], size)
     min_height, min_width = -(-height // factor), -(-width // factor)
-    _check_pixels(min_height, min_width)
+    _check_pixels(min_height, min_width, factor)
     pixels = simplejpeg.decode_jpeg(data, "RGB", min_height=min_height, min_width=min_width,
                                     min_factor=factor)
     _resize_into(pixels, box, pixels.shape[0] / height, pixels.shape[1] / width, size, flip, out)
