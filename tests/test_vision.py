@@ -299,3 +299,23 @@ def test_extra_is_lazy_and_named_when_missing() -> None:
             "try:\n    import ffrecord.vision\nexcept ImportError as exc:\n    print(exc)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.splitlines() == ["False", 'ffrecord.vision needs simplejpeg: pip install "ffrecord[vision]"'], out.stderr
+
+
+def test_benchmark_runs_on_a_few_images(tmp_path) -> None:
+    """benchmarks/vision.py's code paths, on 20 images (no timing asserted)."""
+    import sys
+
+    from conftest import REPO
+
+    sys.path.insert(0, str(REPO))
+    from benchmarks import vision as bench
+
+    root, dataset = tmp_path / "images", tmp_path / "images.ffds"
+    bench.make_images(root, 20)
+    bench.convert(root, dataset)
+    assert sorted(p.name for p in root.iterdir()) == [f"class_{k}" for k in range(bench.CLASSES)]
+    for contender, dtype in [("torchvision", "torch.float32"), ("ffrecord", "torch.uint8")]:
+        result = bench.epoch(contender, root, dataset)
+        assert (result["images"], result["dtype"]) == (20, dtype) and result["images_per_s"] > 0
+    rates = bench.in_process(root, dataset, 20)
+    assert set(rates) == {"torchvision", "ffrecord", "pool_speedup"} and min(rates.values()) > 0
