@@ -33,7 +33,8 @@ class StructuredDataset(torch.utils.data.Dataset):
 
     ``mask`` is what ``read`` takes (fields and element ranges to read; all by default);
     ``transform``, when given, turns each datapoint dict into a sample (it must be picklable
-    for workers started with ``spawn``/``forkserver``).
+    for workers started with ``spawn``/``forkserver``); a transform with a
+    ``transform_batch(datapoints, indices)`` method gets the whole batch at once instead.
     """
 
     def __init__(self, source: Any, mask: Any = None,
@@ -58,6 +59,9 @@ class StructuredDataset(torch.utils.data.Dataset):
         datapoints = self.source.read(np.asarray(indices, np.int64), self.mask)
         if self.transform is None:
             return datapoints
+        transform_batch = getattr(self.transform, "transform_batch", None)
+        if transform_batch is not None:  # e.g. ffrecord.vision's: a batch at a time, in threads
+            return transform_batch(datapoints, indices)
         return [self.transform(d) for d in datapoints]
 
     def ffrecord_files(self) -> list[str]:
