@@ -86,14 +86,14 @@ def convert_text(source: Any, dest: Any, tokenizer: Callable[[str], Any], vocab_
     done_shards = _resume(partial, state)
     skip = done_shards * shard_docs
     total = sources.count(source)
-    workers = os.cpu_count() or 1 if workers is None else workers
+    workers = (os.cpu_count() or 1) if workers is None else workers
     documents = tokens = 0
     with ProgressBar(total, progress, desc="convert text", unit="doc") as bar:
         bar.update(skip)
         shard, writer = done_shards, None
         try:
-            for first, arrays, extras in _tokenized(source, text_field, keep, skip, tokenizer,
-                                                    dtype, vocab_size, workers):
+            for first, (arrays, error), extras in _tokenized(source, text_field, keep, skip, tokenizer,
+                                                             dtype, vocab_size, workers):
                 for k, array in enumerate(arrays):
                     if writer is None:
                         writer = TokenWriter(partial / shard_name(shard), vocab_size,
@@ -105,6 +105,8 @@ def convert_text(source: Any, dest: Any, tokenizer: Callable[[str], Any], vocab_
                         writer.close()
                         writer, shard = None, shard + 1
                 bar.update(len(arrays))
+                if error is not None:  # the full shards before it stay, for resuming
+                    raise error
             if writer is not None:
                 writer.close()
                 writer, shard = None, shard + 1
@@ -147,7 +149,8 @@ def _resume(partial: Path, state: dict[str, Any]) -> int:
 
 def _tokenized(source: Any, text_field: str, keep: list[str], skip: int, tokenizer: Callable,
                dtype: np.dtype, vocab_size: int, workers: int) -> Iterator[tuple[int, list, list]]:
-    """``(first document number, token arrays, kept fields)`` per batch, in order."""
+    """``(first document number, (token arrays, error), kept fields)`` per batch, in order:
+    the arrays of the documents before the batch's first bad one, and its error."""
     def jobs() -> Iterator[tuple[int, list[str], list[dict]]]:
         first = skip
         for batch in sources.batches(source, text_field, keep, _BATCH_DOCS, skip):
@@ -193,10 +196,11 @@ def _worker_batch(job: tuple[int, list[str]]) -> tuple[int, Any]:
 
 
 def _tokenize_batch(first: int, texts: list[str], tokenizer: Callable, dtype: np.dtype,
-                    vocab_size: int) -> Any:
-    """The batch's tokens back to back and their lengths, or the error of its first bad
-    document as ``(class name, message, document)`` (exceptions cross processes badly)."""
-    arrays = []
+                    vocab_size: int) -> tuple[np.ndarray, np.ndarray, tuple | None]:
+    """The tokens of the batch's documents up to its first bad one, back to back, their
+    lengths, and that document's error as ``(class name, message, document)`` or ``None``
+    (exceptions cross processes badly)."""
+    arrays, error = [], None
     for k, text in enumerate(texts):
         index = first + k
         try:
@@ -210,16 +214,17 @@ def _tokenize_batch(first: int, texts: list[str], tokenizer: Callable, dtype: np
                                      index=index) from exc
             arrays.append(as_tokens(value, dtype, vocab_size, index))
         except TokenError as exc:
-            return type(exc).__name__, str(exc), index
+            error = type(exc).__name__, str(exc), index
+            break
     lengths = np.fromiter(map(len, arrays), np.int64, len(arrays))
-    return np.concatenate(arrays) if arrays else np.empty(0, dtype), lengths
+    return np.concatenate(arrays) if arrays else np.empty(0, dtype), lengths, error
 
 
-def _unpack(result: Any) -> list[np.ndarray]:
-    if isinstance(result[0], str):
+def _unpack(result: tuple[np.ndarray, np.ndarray, tuple | None]) -> tuple[list[np.ndarray], TokenError | None]:
+    flat, lengths, error = result
+    if error is not None:
         from . import errors
 
-        name, message, index = result
-        raise getattr(errors, name)(message, index=index)
-    flat, lengths = result
-    return np.split(flat, np.cumsum(lengths)[:-1])
+        name, message, index = error
+        error = getattr(errors, name)(message, index=index)
+    return np.split(flat, np.cumsum(lengths)[:-1]) if len(lengths) else [], error
