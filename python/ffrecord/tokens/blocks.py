@@ -11,7 +11,8 @@ dataset.
 from __future__ import annotations
 
 import operator
-from typing import Any
+import sys
+from typing import Any, Callable
 
 import numpy as np
 
@@ -37,6 +38,13 @@ def _block_size(block_size: Any, available: int, what: str) -> int:
     return size
 
 
+def _int64s(count: int, allocate: Callable[[int], np.ndarray] | None) -> np.ndarray:
+    """``count`` uninitialised ``int64`` values, in the buffer ``allocate`` gives if any."""
+    if allocate is None:
+        return np.empty(count, np.int64)
+    return allocate(count * 8)[:count * 8].view(np.int64)
+
+
 class _Blocks:
     """What both block datasets share: indexing, batches as lists, pickling, files."""
 
@@ -46,10 +54,10 @@ class _Blocks:
     def __len__(self) -> int:
         raise NotImplementedError
 
-    def read(self, indices: Any) -> np.ndarray:
+    def read(self, indices: Any, out: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
         raise NotImplementedError
 
-    def read_dict(self, indices: Any) -> dict[str, np.ndarray]:
+    def read_dict(self, indices: Any, out: Callable[[int], np.ndarray] | None = None) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
     def _indices(self, indices: Any) -> np.ndarray:
@@ -59,9 +67,10 @@ class _Blocks:
             raise IndexError(f"block {int(idx.view(np.uint64).max())} out of range for {n} blocks")
         return idx
 
-    def batch(self, indices: Any) -> Any:
-        """The blocks at ``indices`` as one value: ``read_dict`` with ``as_dict``, else ``read``."""
-        return self.read_dict(indices) if self.as_dict else self.read(indices)
+    def batch(self, indices: Any, out: Callable[[int], np.ndarray] | None = None) -> Any:
+        """The blocks at ``indices`` as one value: ``read_dict`` with ``as_dict``, else
+        ``read``; ``out`` gives the buffer (``uint8``, of a byte count) the tokens go to."""
+        return self.read_dict(indices, out) if self.as_dict else self.read(indices, out)
 
     def __getitem__(self, indices: Any) -> Any:
         """A list of blocks for a list of indices (as ``ffrecord.torch.Dataset``); one
@@ -69,11 +78,17 @@ class _Blocks:
         try:
             single = operator.index(indices)
         except TypeError:
-            return self.__getitems__(indices)
-        return self.__getitems__([single])[0]
+            return self._rows(self.batch(indices))
+        return self._rows(self.batch([single]))[0]
 
-    def __getitems__(self, indices: Any) -> list:
-        values = self.batch(indices)
+    def __getitems__(self, indices: Any) -> Any:
+        """The batch as one value (see ``batch``), for a DataLoader's ``collate_fn``: under
+        ``ffrecord.torch`` read into the buffer its ``default_collate`` hands on as the
+        batch tensor, uncopied (torch's own collate stacks the rows)."""
+        collate = sys.modules.get("ffrecord.torch.collate")
+        return self.batch(indices, collate.batch_buffer if collate else None)
+
+    def _rows(self, values: Any) -> list:
         if not self.as_dict:
             return list(values)
         names = list(values)
@@ -142,48 +157,48 @@ class TokenBlocks(_Blocks):
     def __len__(self) -> int:
         return (int(self.starts[-1]) - 1) // self.block_size
 
-    def _pieces(self, idx: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Per (block, document) piece, in block order then stream order: the document,
-        the piece's first stream position, its end, and where it lands in the output."""
+    def _pieces(self, idx: np.ndarray) -> list[tuple[int, int, int, int, int]]:
+        """Per (block, document) piece, in block order then stream order: ``(document,
+        first token in it, tokens, where they land in the output, stream positions)``;
+        the positions exceed the tokens by one where the piece ends in a separator."""
         width = self.block_size + 1
         first = idx * self.block_size
-        last = first + self.block_size
-        d0 = np.searchsorted(self.starts, first, side="right") - 1
-        d1 = np.searchsorted(self.starts, last, side="right") - 1
-        per = d1 - d0 + 1
-        row = np.repeat(np.arange(len(idx)), per)
-        run_start = np.cumsum(per) - per
-        doc = np.repeat(d0 - run_start, per) + np.arange(len(row))
-        begin = np.maximum(self.starts[doc], first[row])
-        end = np.minimum(self.starts[doc + 1], last[row] + 1)
-        dest = row * width + (begin - first[row])
-        return row, doc, begin, end, dest
+        d0 = (np.searchsorted(self.starts, first, side="right") - 1).tolist()
+        d1 = (np.searchsorted(self.starts, first + self.block_size, side="right") - 1).tolist()
+        pieces = []
+        for row, (start, a, z) in enumerate(zip(first.tolist(), d0, d1)):
+            bounds = self.starts[a:z + 2].tolist()
+            lengths = self.stream.lengths[a:z + 1].tolist()
+            stop = start + width
+            for k in range(z - a + 1):
+                begin, end = max(start, bounds[k]), min(stop, bounds[k + 1])
+                within = begin - bounds[k]
+                pieces.append((a + k, within, min(end - begin, lengths[k] - within),
+                               row * width + begin - start, end - begin))
+        return pieces
 
-    def read(self, indices: Any) -> np.ndarray:
-        """The blocks at ``indices``: an ``int64`` array of shape ``(len(indices), L + 1)``."""
-        return self._read(self._indices(indices))[0]
+    def read(self, indices: Any, out: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
+        """The blocks at ``indices``: an ``int64`` array of shape ``(len(indices), L + 1)``
+        (in the buffer ``out(nbytes)`` returns, when given)."""
+        return self._read(self._indices(indices), out)[0]
 
-    def _read(self, idx: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    def _read(self, idx: np.ndarray, allocate: Callable[[int], np.ndarray] | None) -> tuple[np.ndarray, list]:
         width = self.block_size + 1
-        out = np.empty(len(idx) * width, np.int64)
+        out = _int64s(len(idx) * width, allocate)
         pieces = self._pieces(idx)
-        _, doc, begin, end, dest = pieces
-        within = begin - self.starts[doc]
-        lengths = self.stream.lengths[doc]
-        count = np.minimum(end - begin, lengths - within).clip(0)
-        self.stream.gather(doc, within, count, dest, out)
+        self.stream.gather((piece[:4] for piece in pieces), out)
         if self.separator is not None:
-            has_separator = end - begin > count
-            out[(dest + count)[has_separator]] = self.separator
+            out[[dest + count for _, _, count, dest, size in pieces if size > count]] = self.separator
         return out.reshape(len(idx), width), pieces
 
-    def read_dict(self, indices: Any) -> dict[str, np.ndarray]:
+    def read_dict(self, indices: Any, out: Callable[[int], np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """The blocks at ``indices`` as ``input_ids``, ``labels``, ``segment_ids`` and
         ``positions``: ``int64`` arrays of shape ``(len(indices), L)``."""
         idx = self._indices(indices)
-        block, (row, _, begin, end, dest) = self._read(idx)
+        block, pieces = self._read(idx, out)
         width = self.block_size + 1
-        size = end - begin
+        _, _, _, dest, size = np.array(pieces, np.int64).reshape(-1, 5).T
+        row = dest // width
         first_in_row = np.r_[True, row[1:] != row[:-1]] if len(row) else np.empty(0, bool)
         segment = np.cumsum(~first_in_row)
         segment -= np.repeat(segment[first_in_row], np.bincount(row, minlength=len(idx)))
@@ -254,11 +269,11 @@ class PackedBlocks(_Blocks):
     def padding_fraction(self) -> float:
         return self.plan.padding_fraction
 
-    def read(self, indices: Any) -> np.ndarray:
+    def read(self, indices: Any, out: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
         """The ``input_ids`` of the blocks at ``indices``, ``(len(indices), L)``."""
-        return self.read_dict(indices)["input_ids"]
+        return self.read_dict(indices, out)["input_ids"]
 
-    def read_dict(self, indices: Any) -> dict[str, np.ndarray]:
+    def read_dict(self, indices: Any, out: Callable[[int], np.ndarray] | None = None) -> dict[str, np.ndarray]:
         idx = self._indices(indices)
         plan, width = self.plan, self.block_size
         per = plan.ptr[idx + 1] - plan.ptr[idx]
@@ -267,8 +282,10 @@ class PackedBlocks(_Blocks):
         piece = np.repeat(plan.ptr[idx] - run_start, per) + np.arange(len(row))
         count = plan.count[piece]
         dest = row * width + plan.offset[piece]
-        flat = np.full(len(idx) * width, self.pad_id, np.int64)
-        self.stream.gather(plan.doc[piece], plan.begin[piece], count, dest, flat)
+        flat = _int64s(len(idx) * width, out)
+        flat.fill(self.pad_id)
+        self.stream.gather(zip(plan.doc[piece].tolist(), plan.begin[piece].tolist(), count.tolist(),
+                               dest.tolist()), flat)
         segment = np.zeros(len(flat), np.int64)
         positions = np.zeros(len(flat), np.int64)
         filled = np.repeat(dest, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))

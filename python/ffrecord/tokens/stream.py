@@ -9,13 +9,15 @@ read by token ranges with one ranged-read call per file per batch.
 ...         _ = writer.append(doc)
 >>> stream = TokenStream(path)
 >>> out = np.zeros(6, np.int64)
->>> stream.gather(np.array([2, 0]), np.array([1, 0]), np.array([3, 2]), np.array([0, 4]), out)
+>>> stream.gather([(2, 1, 3, 0), (0, 0, 2, 4)], out)  # (document, begin, count, dest)
 >>> out.tolist()
 [7, 8, 9, 0, 1, 2]
 """
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -50,10 +52,10 @@ class TokenStream:
         self.lengths = np.concatenate([index.lengths for index in indexes])
         self.starts = np.zeros(len(self.lengths) + 1, np.int64)
         np.cumsum(self.lengths, out=self.starts[1:])
-        self._data_offsets = np.concatenate([index.data_offsets for index in indexes]).astype(np.uint64)
-        counts = np.array([index.documents for index in indexes], np.int64)
-        self._member_ends = np.cumsum(counts)
-        self._member_starts = self._member_ends - counts
+        self._data_offsets = np.concatenate([index.data_offsets for index in indexes])
+        counts = [index.documents for index in indexes]
+        self._member_starts = [sum(counts[:m]) for m in range(len(counts))]
+        self._member_ends = [start + count for start, count in zip(self._member_starts, counts)]
 
     @property
     def documents(self) -> int:
@@ -67,34 +69,31 @@ class TokenStream:
     def files(self) -> list[str]:
         return self.dataset.files
 
-    def gather(self, docs: np.ndarray, begins: np.ndarray, counts: np.ndarray, dest: np.ndarray,
-               out: np.ndarray) -> None:
-        """Reads tokens ``[begins[k], begins[k] + counts[k])`` of document ``docs[k]`` into
-        ``out[dest[k]:dest[k] + counts[k]]`` for every ``k`` (``out`` 1-D; empty ranges
-        allowed): one ranged-read call per file involved, no loop per token or range."""
-        keep = counts > 0
-        if not keep.all():
-            docs, begins, counts, dest = docs[keep], begins[keep], counts[keep], dest[keep]
-        if not len(docs):
-            return
+    def gather(self, pieces: Iterable[tuple[int, int, int, int]], out: np.ndarray) -> None:
+        """Reads each piece ``(document, begin, count, dest)``: tokens ``[begin, begin +
+        count)`` of the document into ``out[dest:dest + count]`` (``out`` 1-D; pieces with
+        ``count <= 0`` are skipped) with one ranged-read call per file involved. The loop
+        is per piece, never per token: a batch's pieces are few, and numpy calls on a
+        handful of values cost more than this loop."""
         itemsize = self.dtype.itemsize
-        if len(self._files) == 1:
-            groups = [(0, slice(None))]
-        else:
-            member = np.searchsorted(self._member_ends, docs, side="right")
-            groups = [(int(m), member == m) for m in np.unique(member)]
-        for m, chosen in groups:
-            d, b, c, at = docs[chosen], begins[chosen], counts[chosen], dest[chosen]
-            triples = np.empty((len(d), 3), np.uint64)
-            triples[:, 0] = d - self._member_starts[m]
-            triples[:, 1] = self._data_offsets[d] + (b * itemsize).astype(np.uint64)
-            triples[:, 2] = c * itemsize
-            tokens = self._files[m].read_ranges(triples)[0].view(self.dtype)
-            if len(at) == 1 or (at[1:] == at[:-1] + c[:-1]).all():  # back to back: one copy
-                out[at[0]:at[0] + len(tokens)] = tokens
+        single = len(self._files) == 1
+        groups: dict[int, tuple[list, list, list]] = {}
+        for doc, begin, count, dest in pieces:
+            if count <= 0:
+                continue
+            m = 0 if single else bisect.bisect_right(self._member_ends, doc)
+            rows, dests, counts = groups.get(m) or groups.setdefault(m, ([], [], []))
+            rows.append((doc - self._member_starts[m], int(self._data_offsets[doc]) + begin * itemsize,
+                         count * itemsize))
+            dests.append(dest)
+            counts.append(count)
+        for m, (rows, dests, counts) in groups.items():
+            tokens = self._files[m].read_ranges(np.array(rows, np.uint64))[0].view(self.dtype)
+            if all(a + c == b for a, c, b in zip(dests, counts, dests[1:])):  # back to back: one copy
+                out[dests[0]:dests[0] + len(tokens)] = tokens
             else:
-                first = np.cumsum(c) - c
-                out[np.repeat(at - first, c) + np.arange(len(tokens))] = tokens
+                c = np.array(counts)
+                out[np.repeat(np.array(dests) - (np.cumsum(c) - c), c) + np.arange(len(tokens))] = tokens
 
     def close(self) -> None:
         self.dataset.close()
