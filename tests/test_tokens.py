@@ -303,6 +303,10 @@ def test_dataloader_workers_shuffle_and_resume(tmp_path: Path) -> None:
     jumped = DataLoader(blocks, **options)
     jumped.set_step(3)
     assert all((a["labels"] == b["labels"]).all() for a, b in zip(list(jumped), full[3:]))
+    plain = TokenBlocks(path, block_size=16)
+    stock = list(torch.utils.data.DataLoader(plain, batch_size=8))  # torch's own collate
+    assert stock[1].shape == (8, 17) and (stock[1].numpy() == plain.read(range(8, 16))).all()
+    assert [len(b) for b in plain[[2, 0]]] == [17, 17] and (plain[[2, 0]][1] == plain[0]).all()
     packed = PackedBlocks(path, block_size=16)
     batch = next(iter(DataLoader(packed, batch_size=4, num_workers=0)))
     assert set(batch) == {"input_ids", "labels", "segment_ids", "positions"}

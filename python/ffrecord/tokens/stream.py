@@ -4,9 +4,8 @@ read by token ranges with one ranged-read call per file per batch.
 >>> import tempfile, os
 >>> from ffrecord.tokens import TokenWriter
 >>> path = os.path.join(tempfile.mkdtemp(), "docs")
->>> with TokenWriter(path, vocab_size=100) as writer:
-...     for doc in ([1, 2, 3], [4, 5], [6, 7, 8, 9]):
-...         _ = writer.append(doc)
+>>> with TokenWriter(path, vocab_size=100) as writer:  # documents 1 2 3 | 4 5 | 6 7 8 9
+...     _ = [writer.append(np.arange(a, b)) for a, b in ((1, 4), (4, 6), (6, 10))]
 >>> stream = TokenStream(path)
 >>> out = np.zeros(6, np.int64)
 >>> stream.gather([(2, 1, 3, 0), (0, 0, 2, 4)], out)  # (document, begin, count, dest)
