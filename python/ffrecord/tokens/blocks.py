@@ -10,6 +10,8 @@ dataset.
 
 from __future__ import annotations
 
+import array
+import bisect
 import operator
 import sys
 from typing import Any, Callable
@@ -146,8 +148,9 @@ class TokenBlocks(_Blocks):
         self.stream = TokenStream(path, field, storage_options=storage_options)
         try:
             stream = self.stream
-            self.starts = stream.starts + (np.arange(stream.documents + 1) if self.separator is not None else 0)
-            total = int(self.starts[-1])
+            starts = stream.starts + (np.arange(stream.documents + 1) if self.separator is not None else 0)
+            self._starts = array.array("q", starts.tobytes())  # where each document starts in the stream
+            total = int(starts[-1])
             self.block_size = _block_size(block_size, total - 1, f"{total} tokens make no block of "
                                           f"{block_size} + 1 (the last label)")
         except BaseException:
@@ -155,26 +158,32 @@ class TokenBlocks(_Blocks):
             raise
 
     def __len__(self) -> int:
-        return (int(self.starts[-1]) - 1) // self.block_size
+        return (self._starts[-1] - 1) // self.block_size
 
     def _pieces(self, idx: np.ndarray) -> list[tuple[int, int, int, int, int]]:
         """Per (block, document) piece, in block order then stream order: ``(document,
         first token in it, tokens, where they land in the output, stream positions)``;
-        the positions exceed the tokens by one where the piece ends in a separator."""
+        the positions exceed the tokens by one where the piece ends in a separator. Plain
+        Python over ``array`` values: a batch has a few pieces per block, and a numpy call
+        costs more than a loop step here."""
         width = self.block_size + 1
-        first = idx * self.block_size
-        d0 = (np.searchsorted(self.starts, first, side="right") - 1).tolist()
-        d1 = (np.searchsorted(self.starts, first + self.block_size, side="right") - 1).tolist()
+        starts, gap = self._starts, self.separator is not None
         pieces = []
-        for row, (start, a, z) in enumerate(zip(first.tolist(), d0, d1)):
-            bounds = self.starts[a:z + 2].tolist()
-            lengths = self.stream.lengths[a:z + 1].tolist()
+        for row, block in enumerate(idx.tolist()):
+            start = block * self.block_size
             stop = start + width
-            for k in range(z - a + 1):
-                begin, end = max(start, bounds[k]), min(stop, bounds[k + 1])
-                within = begin - bounds[k]
-                pieces.append((a + k, within, min(end - begin, lengths[k] - within),
+            doc = bisect.bisect_right(starts, start) - 1
+            while True:
+                low, high = starts[doc], starts[doc + 1]
+                begin = start if start > low else low
+                end = stop if stop < high else high
+                within = begin - low
+                tokens = high - low - gap - within
+                pieces.append((doc, within, tokens if tokens < end - begin else end - begin,
                                row * width + begin - start, end - begin))
+                if high >= stop:
+                    break
+                doc += 1
         return pieces
 
     def read(self, indices: Any, out: Callable[[int], np.ndarray] | None = None) -> np.ndarray:

@@ -15,6 +15,7 @@ read by token ranges with one ranged-read call per file per batch.
 
 from __future__ import annotations
 
+import array
 import bisect
 from collections.abc import Iterable
 from typing import Any
@@ -51,7 +52,7 @@ class TokenStream:
         self.lengths = np.concatenate([index.lengths for index in indexes])
         self.starts = np.zeros(len(self.lengths) + 1, np.int64)
         np.cumsum(self.lengths, out=self.starts[1:])
-        self._data_offsets = np.concatenate([index.data_offsets for index in indexes])
+        self._data_offsets = array.array("q", np.concatenate([index.data_offsets for index in indexes]).tobytes())
         counts = [index.documents for index in indexes]
         self._member_starts = [sum(counts[:m]) for m in range(len(counts))]
         self._member_ends = [start + count for start, count in zip(self._member_starts, counts)]
@@ -82,7 +83,7 @@ class TokenStream:
                 continue
             m = 0 if single else bisect.bisect_right(self._member_ends, doc)
             rows, dests, counts = groups.get(m) or groups.setdefault(m, ([], [], []))
-            rows.append((doc - self._member_starts[m], int(self._data_offsets[doc]) + begin * itemsize,
+            rows.append((doc - self._member_starts[m], self._data_offsets[doc] + begin * itemsize,
                          count * itemsize))
             dests.append(dest)
             counts.append(count)
