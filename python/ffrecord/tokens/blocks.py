@@ -47,6 +47,16 @@ def _int64s(count: int, allocate: Callable[[int], np.ndarray] | None) -> np.ndar
     return allocate(count * 8)[:count * 8].view(np.int64)
 
 
+LM_FIELDS = ("input_ids", "labels", "segment_ids", "positions")
+
+
+def _lm_columns(rows: int, width: int, allocate: Callable[[int], np.ndarray] | None) -> dict[str, np.ndarray]:
+    """The four ``(rows, width)`` ``int64`` arrays of a language-model batch, back to back
+    in one buffer (one shared-memory tensor to send from a DataLoader worker)."""
+    flat = _int64s(len(LM_FIELDS) * rows * width, allocate).reshape(len(LM_FIELDS), rows, width)
+    return dict(zip(LM_FIELDS, flat))
+
+
 class _Blocks:
     """What both block datasets share: indexing, batches as lists, pickling, files."""
 
@@ -204,17 +214,20 @@ class TokenBlocks(_Blocks):
         """The blocks at ``indices`` as ``input_ids``, ``labels``, ``segment_ids`` and
         ``positions``: ``int64`` arrays of shape ``(len(indices), L)``."""
         idx = self._indices(indices)
-        block, pieces = self._read(idx, out)
+        block, pieces = self._read(idx, None)
         width = self.block_size + 1
+        columns = _lm_columns(len(idx), self.block_size, out)
+        columns["input_ids"][:] = block[:, :-1]
+        columns["labels"][:] = block[:, 1:]
         _, _, _, dest, size = np.array(pieces, np.int64).reshape(-1, 5).T
         row = dest // width
         first_in_row = np.r_[True, row[1:] != row[:-1]] if len(row) else np.empty(0, bool)
         segment = np.cumsum(~first_in_row)
         segment -= np.repeat(segment[first_in_row], np.bincount(row, minlength=len(idx)))
-        segment_ids = np.repeat(segment + 1, size).reshape(len(idx), width)
-        positions = (np.arange(len(idx) * width) - np.repeat(dest, size)).reshape(len(idx), width)
-        return {"input_ids": block[:, :-1], "labels": block[:, 1:],
-                "segment_ids": segment_ids[:, :-1], "positions": positions[:, :-1]}
+        columns["segment_ids"][:] = np.repeat(segment + 1, size).reshape(len(idx), width)[:, :-1]
+        positions = np.arange(len(idx) * width) - np.repeat(dest, size)
+        columns["positions"][:] = positions.reshape(len(idx), width)[:, :-1]
+        return columns
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _reopen_blocks, (self.stream.path, self.block_size, self.stream.field, self.separator,
@@ -291,24 +304,23 @@ class PackedBlocks(_Blocks):
         piece = np.repeat(plan.ptr[idx] - run_start, per) + np.arange(len(row))
         count = plan.count[piece]
         dest = row * width + plan.offset[piece]
-        flat = _int64s(len(idx) * width, out)
+        columns = _lm_columns(len(idx), width, out)
+        flat, labels, segment, positions = (columns[name].reshape(-1) for name in LM_FIELDS)
         flat.fill(self.pad_id)
         self.stream.gather(zip(plan.doc[piece].tolist(), plan.begin[piece].tolist(), count.tolist(),
                                dest.tolist()), flat)
-        segment = np.zeros(len(flat), np.int64)
-        positions = np.zeros(len(flat), np.int64)
+        segment.fill(0)
+        positions.fill(0)
         filled = np.repeat(dest, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
         rank = piece - np.repeat(plan.ptr[idx], per)
         segment[filled] = np.repeat(rank + 1, count)
         positions[filled] = filled - np.repeat(dest, count)
-        labels = np.full(len(flat), IGNORE_INDEX, np.int64)
+        labels.fill(IGNORE_INDEX)
         same = np.zeros(len(flat), bool)
         same[:-1] = (segment[1:] == segment[:-1]) & (segment[:-1] > 0) & (positions[1:] > 0)
         same[width - 1::width] = False
         labels[same] = flat[1:][same[:-1]]
-        shape = (len(idx), width)
-        return {"input_ids": flat.reshape(shape), "labels": labels.reshape(shape),
-                "segment_ids": segment.reshape(shape), "positions": positions.reshape(shape)}
+        return columns
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _reopen_packed, (self.stream.path, self.block_size, self.stream.field, self.method,
