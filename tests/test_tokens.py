@@ -324,3 +324,15 @@ def test_blocks_over_s3(bucket, tmp_path: Path) -> None:  # noqa: F811 - fixture
     assert (blocks.read([4, 0])[0] == flat[40:51]).all()
     again = pickle.loads(pickle.dumps(blocks))
     assert (again.read([len(blocks) - 1]) == blocks.read([-1])).all()
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    from ffrecord import tokens
+    from ffrecord.tokens import blocks, convert, errors, index, packing, sources, stream, writer
+    from ffrecord.torch import collate
+
+    for module in (tokens, blocks, convert, errors, index, packing, sources, stream, writer, collate):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0, module.__name__
