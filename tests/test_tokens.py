@@ -241,6 +241,8 @@ def test_convert_resumes_after_a_failure(tmp_path: Path) -> None:
                      progress=False)
     assert info.value.index == 23 and not (tmp_path / "out").exists()
     assert sorted(os.listdir(tmp_path / "out.partial")) == ["000000", "000001", "convert.json"]
+    with pytest.raises(TypeError, match="picklable"):
+        convert_text(source, tmp_path / "out", lambda text: [1], 256, workers=2, shard_docs=10)
     with pytest.raises(ValueError, match="other settings"):
         convert_text(source, tmp_path / "out", byte_tokenizer, 256, workers=0, shard_docs=5)
     texts[23] = "fixed"

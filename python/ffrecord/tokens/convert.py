@@ -25,12 +25,14 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import pickle
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from .. import _remote
 from .._progress import ProgressBar
 from ..dataset.spec import SPEC_FILE
 from ..dataset.writer import shard_name
@@ -76,6 +78,16 @@ def convert_text(source: Any, dest: Any, tokenizer: Callable[[str], Any], vocab_
         raise ValueError(f"shard_docs must be at least 1, got {shard_docs}")
     dtype = dtype_for_vocab(vocab_size)
     keep = list(keep)
+    if _remote.is_url(os.fspath(dest)):
+        raise ValueError(f"{dest}: convert_text writes a local directory (upload it afterwards, or "
+                         "write to s3:// with TokenWriter)")
+    workers = (os.cpu_count() or 1) if workers is None else workers
+    if workers > 0:
+        try:
+            pickle.dumps(tokenizer)
+        except Exception as exc:
+            raise TypeError(f"the tokenizer goes to {workers} worker processes, so it must be picklable "
+                            f"(a module-level function), or pass workers=0: {exc}") from None
     dest = Path(os.fspath(dest))
     if dest.exists():
         raise FileExistsError(f"{dest} exists already")
@@ -86,7 +98,6 @@ def convert_text(source: Any, dest: Any, tokenizer: Callable[[str], Any], vocab_
     done_shards = _resume(partial, state)
     skip = done_shards * shard_docs
     total = sources.count(source)
-    workers = (os.cpu_count() or 1) if workers is None else workers
     documents = tokens = 0
     with ProgressBar(total, progress, desc="convert text", unit="doc") as bar:
         bar.update(skip)
