@@ -155,6 +155,8 @@ def test_block_size_errors(tmp_path: Path) -> None:
             TokenBlocks(path, block_size=bad)
     with pytest.raises(IndexError):
         TokenBlocks(path, block_size=3).read([3])
+    with pytest.raises(ValueError, match="separator"):
+        TokenBlocks(path, block_size=3, separator=-1)
 
 
 # ---- packing -------------------------------------------------------------------------

@@ -164,6 +164,8 @@ class TokenBlocks(_Blocks):
     def __init__(self, path: Any, block_size: int, field: str = "tokens", separator: int | None = None,
                  *, as_dict: bool = False, storage_options: dict[str, Any] | None = None) -> None:
         self.separator = None if separator is None else operator.index(separator)
+        if self.separator is not None and self.separator < 0:
+            raise ValueError(f"separator must be a token id >= 0, got {self.separator}")
         self.as_dict = as_dict
         self.stream = TokenStream(path, field, storage_options=storage_options)
         try:
