@@ -176,6 +176,23 @@ def _parser() -> argparse.ArgumentParser:
         if kind == "tfrecord":
             sub.add_argument("--no-verify", dest="verify", action="store_false",
                              help="skip the CRC-32C checks (faster without a compiled CRC)")
+    text = kinds.add_parser("text", help="JSONL or Parquet text, tokenized, into a token dataset",
+                            description="Tokenize JSONL or Parquet documents into the token dataset OUT "
+                                        "(see docs/tokens.md); rerun the same command to resume.",
+                            epilog=_EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    text.set_defaults(run=_convert_text)
+    text.add_argument("inputs", nargs="+", metavar="INPUT", help=".jsonl or .parquet file(s)")
+    text.add_argument("out", metavar="OUT", help="the token dataset directory to write")
+    text.add_argument("--tokenizer", default="bytes", metavar="MODULE:FUNCTION",
+                      help="a function text -> token ids (default: bytes, the UTF-8 bytes)")
+    text.add_argument("--vocab-size", type=_positive_int, help="token ids are below this (bytes: 256)")
+    text.add_argument("--text-field", default="text", help="the field holding the text (default: text)")
+    text.add_argument("--keep", action="append", default=[], metavar="FIELD",
+                      help="a field to store beside the tokens (repeatable)")
+    text.add_argument("--workers", type=int, default=None, help="tokenizing processes (default: CPUs)")
+    text.add_argument("--shard-docs", type=_positive_int, default=100_000,
+                      help="documents per shard, the unit of resumption (default: 100000)")
+    text.add_argument("-v", "--verbose", action="store_true", help="show progress")
     from .cli_dataset import add_converters, add_show_and_view
 
     add_converters(kinds, _EXIT_HELP)
@@ -536,6 +553,25 @@ def _convert(args: argparse.Namespace) -> int:
         count = convert.ofrecord_to_ffr(args.inputs, args.out, compression=compression,
                                         verbose=args.verbose)
     print(f"wrote {count:,} samples to {args.out}")
+    return EXIT_OK
+
+
+def _convert_text(args: argparse.Namespace) -> int:
+    import importlib
+
+    from . import tokens
+
+    if args.tokenizer == "bytes":
+        tokenizer, vocab_size = tokens.byte_tokenizer, args.vocab_size or 256
+    else:
+        module, _, name = args.tokenizer.partition(":")
+        if not name or args.vocab_size is None:
+            raise _UsageError("--tokenizer takes MODULE:FUNCTION, and needs --vocab-size")
+        tokenizer, vocab_size = getattr(importlib.import_module(module), name), args.vocab_size
+    stats = tokens.convert_text(args.inputs, args.out, tokenizer, vocab_size, text_field=args.text_field,
+                                keep=args.keep, shard_docs=args.shard_docs, workers=args.workers,
+                                progress=args.verbose)
+    print(f"wrote {stats['documents']:,} documents ({stats['tokens']:,} tokens) to {args.out}")
     return EXIT_OK
 
 

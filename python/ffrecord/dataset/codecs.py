@@ -117,6 +117,22 @@ def _decode_array(view: memoryview) -> np.ndarray:
     return np.frombuffer(view, dtype, count, offset=start).reshape(shape)
 
 
+def array_data_offsets(dtype: Any, counts: np.ndarray) -> np.ndarray:
+    """Where the data of 1-D arrays of ``dtype`` with ``counts`` elements starts in their
+    stored values (the header's size), for reading elements by byte range.
+
+    >>> a = np.arange(12345, dtype=np.uint16)
+    >>> int(array_data_offsets(a.dtype, np.array([a.size]))[0]) == len(_encode_array(a)) - a.nbytes
+    True
+    """
+    digits = 1 + np.searchsorted(_POWERS_OF_TEN, counts, side="right")
+    text = len(np.dtype(dtype).str) + 1 + digits
+    return -(-(_ARRAY_HEADER.size + text) // _ARRAY_ALIGN) * _ARRAY_ALIGN
+
+
+_POWERS_OF_TEN = 10 ** np.arange(1, 19, dtype=np.int64)
+
+
 def _encode_npz(value: Any) -> bytes:
     if not isinstance(value, Mapping):
         raise TypeError(f"an 'npz' value must be a dict of arrays, not {type(value).__name__}")

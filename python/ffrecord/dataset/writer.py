@@ -89,6 +89,7 @@ class DatasetWriter(ClosesOrAborts):
             location = os.path.join(self._staging, "dataset")
         self.directory = Path(location)
         self._expected = length
+        self._attached: list[str] = []
         self._length = 0
         self._size = 0
         self._closed = False
@@ -179,6 +180,15 @@ class DatasetWriter(ClosesOrAborts):
         return sequence.pack([_checked(encode, element, field, index, k)
                               for k, element in enumerate(value)])
 
+    def attach(self, name: str) -> Path:
+        """The path of a companion file ``name`` (not a field: e.g. an index over one) that
+        the caller writes before ``close()``: it is uploaded with the field files, before
+        ``spec.json``, and removed with them when the dataset is discarded."""
+        if name == SPEC_FILE or name in (field.file for field in self._fields.values()):
+            raise ValueError(f"{name!r} is a file of the dataset itself")
+        self._attached.append(name)
+        return self.directory / name
+
     def close(self) -> None:
         """Completes the field files, then writes ``spec.json`` (for a URL: uploads them,
         ``spec.json`` last). On any failure nothing is left that looks like a dataset (the
@@ -210,7 +220,8 @@ class DatasetWriter(ClosesOrAborts):
         def pair(name: str) -> tuple[str, str]:
             return str(self.directory / name), _remote.join(self.url, name)
 
-        _remote.upload_all([pair(field.file) for field in self._fields.values()],
+        _remote.upload_all([pair(field.file) for field in self._fields.values()]
+                           + [pair(name) for name in self._attached],
                            self.storage_options, last=[pair(SPEC_FILE)])
 
     def abort(self) -> None:
@@ -229,6 +240,8 @@ class DatasetWriter(ClosesOrAborts):
                 _remove_if_same(self.directory / self._fields[name].file, self._placed[name])
             else:
                 writer.abort()
+        for name in self._attached:  # written by the caller while this writer held the claim
+            (self.directory / name).unlink(missing_ok=True)
         if self._staging is None and self._claim is not None:
             sync_directory(self.directory)
         self._release()

@@ -77,6 +77,26 @@ def read_batch(reader: FileReader, indices: Any) -> tuple[np.ndarray, np.ndarray
     return buffer, offsets
 
 
+def batch_buffer(nbytes: int) -> np.ndarray:
+    """A ``uint8`` buffer of ``nbytes`` for the batch being fetched (shared memory in a
+    DataLoader worker): an array inside it that a dataset returns for the whole batch
+    becomes the batch tensor without a copy (as the arrays of ``Dataset.process_batch`` do).
+
+    >>> buf = batch_buffer(16).view(np.int64)
+    >>> buf[:] = [4, 5]
+    >>> default_collate(buf.reshape(1, 2)).tolist()
+    [[4, 5]]
+    """
+    _local.batch = None
+    if get_worker_info() is None:
+        array = np.empty(nbytes, np.uint8)
+        _local.batch = _BatchBuffer(array, None)
+        return array
+    tensor = _shared_bytes(nbytes)
+    _local.batch = _BatchBuffer(tensor.numpy(), tensor)
+    return _local.batch.array
+
+
 def hand_on(samples: list) -> None:
     """Records ``samples`` (made by ``split_batch`` from the current batch buffer) as they
     are before user code sees them: if the very same list reaches ``default_collate`` with
@@ -99,6 +119,10 @@ def default_collate(batch: Any) -> Any:
             fast = _collate_array(batch, current)
         elif type(batch) is list:
             fast = _collate_samples(batch, current)
+        elif type(batch) is dict and batch and all(type(v) is np.ndarray for v in batch.values()):
+            # a batch of named arrays (first axis: the batch), e.g. a language model's inputs
+            columns = {key: _collate_array(value, current) for key, value in batch.items()}
+            fast = None if None in columns.values() else columns
         else:
             fast = None
         if fast is not None:

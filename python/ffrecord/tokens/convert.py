@@ -1,0 +1,241 @@
+"""``convert_text``: text documents to a token dataset, tokenized in parallel processes,
+resumable after a failure.
+
+The output is a sharded token dataset (``000000``, ``000001``, ... of ``shard_docs``
+documents each, every shard with its token index) that ``TokenBlocks`` and
+``PackedBlocks`` read. It is written in ``DEST.partial`` and renamed to ``DEST`` when
+complete, so ``DEST`` exists only whole. After a failure (a bad document, a crash, an
+interrupt), the same call again keeps the complete shards of ``DEST.partial`` and goes on
+from the first document not in them.
+
+>>> import tempfile, os, json
+>>> folder = tempfile.mkdtemp()
+>>> src = os.path.join(folder, "docs.jsonl")
+>>> with open(src, "w") as f:
+...     for text in ("one doc", "another one", "a third"):
+...         _ = f.write(json.dumps({"text": text}) + "\\n")
+>>> stats = convert_text(src, os.path.join(folder, "tokens"), byte_tokenizer, vocab_size=256,
+...                      workers=0, progress=False)
+>>> stats["documents"], stats["tokens"]
+(3, 25)
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import pickle
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+
+from .. import _remote
+from .._progress import ProgressBar
+from ..dataset.spec import SPEC_FILE
+from ..dataset.writer import shard_name
+from . import sources
+from .errors import TokenError, TokenizerError
+from .index import dtype_for_vocab
+from .writer import TokenWriter, as_tokens
+
+STATE_FILE = "convert.json"
+PARTIAL = ".partial"
+_BATCH_DOCS = 256
+
+
+def byte_tokenizer(text: str) -> np.ndarray:
+    """UTF-8 bytes as token ids (a vocabulary of 256): a tokenizer that needs nothing.
+
+    >>> byte_tokenizer("hé").tolist()
+    [104, 195, 169]
+    """
+    return np.frombuffer(text.encode("utf-8"), np.uint8)
+
+
+def convert_text(source: Any, dest: Any, tokenizer: Callable[[str], Any], vocab_size: int, *,
+                 text_field: str = "text", keep: Iterable[str] = (), shard_docs: int = 100_000,
+                 workers: int | None = None, progress: bool = True) -> dict[str, Any]:
+    """Tokenizes the documents of ``source`` into the token dataset ``dest``.
+
+    ``source``: a ``.jsonl`` or ``.parquet`` file or a list of them, a Hugging Face
+    ``datasets.Dataset``, or any iterable of dicts; each document's text is its
+    ``text_field``, and the fields named in ``keep`` are stored beside the tokens (as
+    ``json`` values). ``tokenizer`` maps a text to a sequence of token ids below
+    ``vocab_size`` (it must be picklable, e.g. a module-level function, for ``workers``).
+    ``workers`` processes tokenize (default: the CPU count; 0: this process).
+
+    A document that tokenizes to nothing, to ids outside ``[0, vocab_size)``, or to
+    non-integers, or whose tokenization raises, stops the conversion with a ``TokenError``
+    naming the document (its number in the source); the complete shards stay in
+    ``DEST.partial`` for the call to resume once the cause is fixed.
+
+    Returns ``{"documents", "tokens", "shards", "resumed_documents"}``.
+    """
+    if shard_docs < 1:
+        raise ValueError(f"shard_docs must be at least 1, got {shard_docs}")
+    dtype = dtype_for_vocab(vocab_size)
+    keep = list(keep)
+    if _remote.is_url(os.fspath(dest)):
+        raise ValueError(f"{dest}: convert_text writes a local directory (upload it afterwards, or "
+                         "write to s3:// with TokenWriter)")
+    workers = (os.cpu_count() or 1) if workers is None else workers
+    if workers > 0:
+        try:
+            pickle.dumps(tokenizer)
+        except Exception as exc:
+            raise TypeError(f"the tokenizer goes to {workers} worker processes, so it must be picklable "
+                            f"(a module-level function), or pass workers=0: {exc}") from None
+    dest = Path(os.fspath(dest))
+    if dest.exists():
+        raise FileExistsError(f"{dest} exists already")
+    partial = dest.with_name(dest.name + PARTIAL)
+    state = {"source": sources.describe(source), "text_field": text_field, "keep": keep,
+             "shard_docs": shard_docs, "vocab_size": int(vocab_size),
+             "tokenizer": f"{getattr(tokenizer, '__module__', '?')}.{getattr(tokenizer, '__qualname__', type(tokenizer).__qualname__)}"}
+    done_shards = _resume(partial, state)
+    skip = done_shards * shard_docs
+    total = sources.count(source)
+    documents = tokens = 0
+    with ProgressBar(total, progress, desc="convert text", unit="doc") as bar:
+        bar.update(skip)
+        shard, writer = done_shards, None
+        try:
+            for first, (arrays, error), extras in _tokenized(source, text_field, keep, skip, tokenizer,
+                                                             dtype, vocab_size, workers):
+                for k, array in enumerate(arrays):
+                    if writer is None:
+                        writer = TokenWriter(partial / shard_name(shard), vocab_size,
+                                             spec=dict.fromkeys(keep, "json"))
+                    writer.append_checked(array, extras[k])
+                    documents += 1
+                    tokens += len(array)
+                    if len(writer) == shard_docs:
+                        writer.close()
+                        writer, shard = None, shard + 1
+                bar.update(len(arrays))
+                if error is not None:  # the full shards before it stay, for resuming
+                    raise error
+            if writer is not None:
+                writer.close()
+                writer, shard = None, shard + 1
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+    if shard == 0:
+        shutil.rmtree(partial)
+        raise ValueError(f"{sources.describe(source)}: no documents to convert")
+    (partial / STATE_FILE).unlink()
+    os.rename(partial, dest)
+    return {"documents": skip + documents, "tokens": tokens, "shards": shard, "resumed_documents": skip}
+
+
+def _resume(partial: Path, state: dict[str, Any]) -> int:
+    """The complete shards an earlier run left in ``partial`` (made and described now if
+    absent); incomplete ones are removed. A run with other settings is refused."""
+    state_path = partial / STATE_FILE
+    if not partial.exists():
+        partial.mkdir(parents=True)
+        state_path.write_text(json.dumps(state))
+        return 0
+    try:
+        earlier = json.loads(state_path.read_text())
+    except (OSError, ValueError):
+        raise FileExistsError(f"{partial} exists but is not a conversion in progress: remove it") from None
+    if earlier != state:
+        changed = sorted(k for k in state if earlier.get(k) != state[k])
+        raise ValueError(f"{partial} holds a conversion with other settings ({', '.join(changed)}): "
+                         "remove it to start again, or resume with the same settings")
+    done = 0
+    while (partial / shard_name(done) / SPEC_FILE).is_file():
+        done += 1
+    for entry in partial.iterdir():
+        if entry.is_dir() and (not entry.name.isdigit() or int(entry.name) >= done):
+            shutil.rmtree(entry)
+    return done
+
+
+def _tokenized(source: Any, text_field: str, keep: list[str], skip: int, tokenizer: Callable,
+               dtype: np.dtype, vocab_size: int, workers: int) -> Iterator[tuple[int, list, list]]:
+    """``(first document number, (token arrays, error), kept fields)`` per batch, in order:
+    the arrays of the documents before the batch's first bad one, and its error."""
+    def jobs() -> Iterator[tuple[int, list[str], list[dict]]]:
+        first = skip
+        for batch in sources.batches(source, text_field, keep, _BATCH_DOCS, skip):
+            texts, extras = [], []
+            for k, record in enumerate(batch):
+                if text_field not in record:
+                    raise TokenizerError(f"document {first + k} has no field {text_field!r} "
+                                         f"(fields: {', '.join(map(str, record))})", index=first + k)
+                texts.append(record[text_field])
+                extras.append({name: record.get(name) for name in keep})
+            yield first, texts, extras
+            first += len(batch)
+
+    if workers <= 0:
+        for first, texts, extras in jobs():
+            yield first, _unpack(_tokenize_batch(first, texts, tokenizer, dtype, vocab_size)), extras
+        return
+    context = multiprocessing.get_context("spawn")  # never fork a process running the Go core
+    with context.Pool(workers, _init_worker, (tokenizer, dtype, vocab_size)) as pool:
+        pending = jobs()
+        extras_of: dict[int, list[dict]] = {}
+
+        def texts_only() -> Iterator[tuple[int, list[str]]]:
+            for first, texts, extras in pending:
+                extras_of[first] = extras
+                yield first, texts
+
+        for first, result in pool.imap(_worker_batch, texts_only()):
+            yield first, _unpack(result), extras_of.pop(first)
+
+
+_worker: tuple[Callable, np.dtype, int] | None = None
+
+
+def _init_worker(tokenizer: Callable, dtype: np.dtype, vocab_size: int) -> None:
+    global _worker
+    _worker = (tokenizer, dtype, vocab_size)
+
+
+def _worker_batch(job: tuple[int, list[str]]) -> tuple[int, Any]:
+    first, texts = job
+    return first, _tokenize_batch(first, texts, *_worker)
+
+
+def _tokenize_batch(first: int, texts: list[str], tokenizer: Callable, dtype: np.dtype,
+                    vocab_size: int) -> tuple[np.ndarray, np.ndarray, tuple | None]:
+    """The tokens of the batch's documents up to its first bad one, back to back, their
+    lengths, and that document's error as ``(class name, message, document)`` or ``None``
+    (exceptions cross processes badly)."""
+    arrays, error = [], None
+    for k, text in enumerate(texts):
+        index = first + k
+        try:
+            if not isinstance(text, str):
+                raise TokenizerError(f"document {index}: the text is {type(text).__name__}, not str",
+                                     index=index)
+            try:
+                value = tokenizer(text)
+            except Exception as exc:
+                raise TokenizerError(f"document {index}: the tokenizer raised {type(exc).__name__}: {exc}",
+                                     index=index) from exc
+            arrays.append(as_tokens(value, dtype, vocab_size, index))
+        except TokenError as exc:
+            error = type(exc).__name__, str(exc), index
+            break
+    lengths = np.fromiter(map(len, arrays), np.int64, len(arrays))
+    return np.concatenate(arrays) if arrays else np.empty(0, dtype), lengths, error
+
+
+def _unpack(result: tuple[np.ndarray, np.ndarray, tuple | None]) -> tuple[list[np.ndarray], TokenError | None]:
+    flat, lengths, error = result
+    if error is not None:
+        from . import errors
+
+        name, message, index = error
+        error = getattr(errors, name)(message, index=index)
+    return np.split(flat, np.cumsum(lengths)[:-1]) if len(lengths) else [], error

@@ -1,0 +1,129 @@
+"""``TokenWriter``: tokenized documents as a structured dataset with a token index.
+
+A document is a 1-D sequence of token ids, stored as an ``array`` value (``uint16`` or
+``uint32``, chosen by the vocabulary size) in the field ``tokens``; other fields (source,
+language, ...) may ride along. ``close()`` writes the cumulative token index
+(``tokens.index``) before the dataset's ``spec.json``, so a dataset is complete with its
+index or not at all.
+
+>>> import tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "docs")
+>>> with TokenWriter(path, vocab_size=50257, spec={"source": "utf8"}) as writer:
+...     writer.append([464, 2068, 7586], source="web")
+...     writer.append(np.array([198, 50256]), source="code")
+0
+1
+>>> from ffrecord.dataset import DatasetReader
+>>> DatasetReader(path)[1]["tokens"].tolist()
+[198, 50256]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..dataset.writer import DatasetWriter
+from ..writer import ClosesOrAborts
+from .errors import EmptyDocumentError, TokenizerError, TokenRangeError
+from .index import TokenIndex, dtype_for_vocab, index_name
+
+
+def as_tokens(value: Any, dtype: np.dtype, vocab_size: int, index: int) -> np.ndarray:
+    """``value`` (a sequence of token ids) as a 1-D array of ``dtype``, checked: integers
+    only (``TokenizerError``), at least one (``EmptyDocumentError``), each in
+    ``[0, vocab_size)`` (``TokenRangeError``); ``index`` names the document in errors."""
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as exc:  # ragged nesting
+        raise TokenizerError(f"document {index}: tokens are not a flat sequence of integers: {exc}",
+                             index=index) from None
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        what = f"{array.ndim}-D" if array.ndim != 1 else f"{array.dtype} values"
+        raise TokenizerError(f"document {index}: tokens must be a flat sequence of integers, got "
+                             f"{what} (e.g. {array.reshape(-1)[:3].tolist()!r:.60})", index=index)
+    if not array.size:
+        raise EmptyDocumentError(f"document {index} has no tokens (an empty document)", index=index)
+    low, high = array.min(), array.max()
+    if low < 0 or high >= vocab_size:
+        bad = int(low if low < 0 else high)
+        raise TokenRangeError(f"document {index}: token id {bad} at position "
+                              f"{int(np.argmax(array == bad))} is outside [0, {vocab_size}) "
+                              f"(vocabulary of {vocab_size}, stored as {dtype})", index=index)
+    return array.astype(dtype, copy=False)
+
+
+class TokenWriter(ClosesOrAborts):
+    """Writes tokenized documents to ``directory`` (a local directory or an ``s3://``
+    prefix, as ``DatasetWriter``): ``append(tokens, **fields)`` per document.
+
+    ``vocab_size`` bounds the token ids and picks the dtype (``uint16`` up to 65,536, else
+    ``uint32``); ``field`` names the token field; ``spec`` gives any other fields
+    (``{name: type string}``, see ``ffrecord.dataset``). ``length``, when known, lets the
+    files be written in place. Bad documents raise a ``TokenError`` naming them, having
+    written nothing; the writer stays usable.
+    """
+
+    def __init__(self, directory: Any, vocab_size: int, *, field: str = "tokens",
+                 spec: Mapping[str, str] | None = None, length: int | None = None,
+                 storage_options: dict[str, Any] | None = None) -> None:
+        self.dtype = dtype_for_vocab(vocab_size)
+        self.vocab_size = int(vocab_size)
+        self.field = field
+        full_spec = {field: "array", **(spec or {})}
+        if spec and field in spec:
+            raise ValueError(f"spec names the token field {field!r} itself")
+        self._lengths: list[int] = []
+        self._writer = DatasetWriter(directory, full_spec, length=length,
+                                     storage_options=storage_options)
+
+    @property
+    def directory(self) -> Any:
+        return self._writer.directory
+
+    @property
+    def tokens(self) -> int:
+        """Tokens appended so far."""
+        return sum(self._lengths)
+
+    def __len__(self) -> int:
+        return len(self._writer)
+
+    def append(self, tokens: Any, **fields: Any) -> int:
+        """Appends one document; returns its index."""
+        index = len(self._writer)
+        array = as_tokens(tokens, self.dtype, self.vocab_size, index)
+        self.append_checked(array, fields)
+        return index
+
+    def append_checked(self, array: np.ndarray, fields: Mapping[str, Any]) -> None:
+        """Appends a document already checked by ``as_tokens`` for this writer's dtype."""
+        self._writer.append({self.field: array, **fields})
+        self._lengths.append(len(array))
+
+    def close(self) -> None:
+        """Writes the token index, then completes the dataset (see ``DatasetWriter.close``)."""
+        if self._writer.closed:
+            return
+        try:
+            starts = np.zeros(len(self._lengths) + 1, np.int64)
+            np.cumsum(self._lengths, out=starts[1:])
+            TokenIndex(self.field, self.dtype, starts).write(self._writer.attach(index_name(self.field)))
+        except BaseException:
+            self._writer.abort()
+            raise
+        self._writer.close()
+
+    def abort(self) -> None:
+        """Discards everything written."""
+        self._writer.abort()
+
+    @property
+    def closed(self) -> bool:
+        return self._writer.closed
+
+    def __repr__(self) -> str:
+        return (f"TokenWriter({str(self.directory)!r}, vocab_size={self.vocab_size}, "
+                f"dtype={self.dtype}) documents={len(self)}")
