@@ -189,6 +189,12 @@ class ChunkShuffle(Order):
         self.partitions = _count(partitions, "partitions", minimum=1)
         self._cached: tuple[int, _ChunkTables] | None = None
 
+    @classmethod
+    def of(cls, source: Any, chunk_size: int, seed: int, window: int, partitions: int = 1) -> ChunkShuffle:
+        """The chunk-aware shuffle of ``source`` (see ``chunk_bounds``) with chunks of
+        ``chunk_size`` bytes."""
+        return cls(chunk_bounds(source, chunk_size), seed, window, partitions)
+
     @property
     def chunks(self) -> int:
         return len(self.bounds) - 1
@@ -432,7 +438,7 @@ def shuffle_quality(order: Order, batch_size: int, bounds: Any = None, epoch: in
 
     >>> b = np.arange(0, 1001, 10)                       # 100 chunks of 10 samples
     >>> q = shuffle_quality(ChunkShuffle(b, seed=0, window=4), 32)
-    >>> q["distinct_chunks"] <= 4 < q["full_shuffle_distinct_chunks"]
+    >>> q["distinct_chunks"] <= 8 < q["full_shuffle_distinct_chunks"]  # a batch spans 1 or 2 windows
     True
     """
     bounds = getattr(order, "bounds", None) if bounds is None else np.asarray(bounds, np.int64)

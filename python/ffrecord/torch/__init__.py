@@ -9,8 +9,9 @@
 [0, 1, 2, 3, 4, 5]
 """
 
-from .dataloader import DataLoader
+from .dataloader import DataLoader, mixture_start
 from .dataset import ConcatDataset, Dataset, ReaderRegistry, Subset
-from .structured import StructuredDataset
+from .structured import StructuredDataset, batch_seeds
 
-__all__ = ["ConcatDataset", "DataLoader", "Dataset", "ReaderRegistry", "StructuredDataset", "Subset"]
+__all__ = ["ConcatDataset", "DataLoader", "Dataset", "ReaderRegistry", "StructuredDataset", "Subset", "batch_seeds",
+           "mixture_start"]
