@@ -244,3 +244,164 @@ def test_seeds_reach_a_datasets_process(root):
     alone = seeds_by_index(1)
     assert len(alone) == elastic.N and len(set(alone.values())) == elastic.N
     assert seeds_by_index(2) == alone
+
+
+# -- bad states ---------------------------------------------------------------------------
+
+
+def test_damaged_states_are_value_errors(root):
+    it_loader = elastic.loader(root, "file", batch_size=4, rank=0, world_size=2)
+    elastic.take(it_loader, 3)
+    good = through_json(it_loader.state_dict())
+    fresh = elastic.loader(root, "file", batch_size=4, rank=0, world_size=2)
+    fresh.load_state_dict(good)  # the untouched state loads
+    damaged = {
+        "negative step": {"step": -1}, "step past the end": {"step": 9}, "float step": {"step": 3.0},
+        "position inconsistent": {"position": 23}, "position past the end": {"position": 10**6},
+        "base past the end": {"base": 62}, "negative epoch": {"epoch": -1}, "string epoch": {"epoch": "0"},
+        "bool world size": {"world_size": True}, "zero batch size": {"batch_size": 0},
+        "seed as text": {"seed": "7"}, "another seed": {"seed": 8}, "another kind": {"order": "sequential"},
+        "another window": {"order_identity": {**good["order_identity"], "n": 60}},
+        "missing position": {"position": None}, "drop_last text": {"drop_last": "no"},
+    }
+    for what, change in damaged.items():
+        with pytest.raises(ValueError):
+            elastic.loader(root, "file", batch_size=4, rank=0, world_size=2).load_state_dict({**good, **change})
+            pytest.fail(what)
+    with pytest.raises(ValueError):
+        fresh.load_state_dict([good])
+    with pytest.raises(ValueError, match="seed"):  # another shuffle seed given explicitly
+        DataLoader(elastic.dataset(root, "file"), batch_size=4, shuffle=True, seed=8, rank=0,
+                   world_size=2).load_state_dict(good)
+
+
+def test_generator_states_are_checked_when_loaded(tmp_path):
+    path = write_samples(tmp_path / "g.ffr", 10)
+    state = make_loader(path, shuffle=True, generator=torch.Generator().manual_seed(1)).state_dict()
+    for bad in (None, "not base64!", "AAAA", 5):
+        with pytest.raises(ValueError, match="generator_state"):
+            make_loader(path, shuffle=True, generator=torch.Generator()).load_state_dict({**state, "generator_state": bad})
+
+
+def test_chunk_orders_must_match(root):
+    state = elastic.loader(root, "chunks", batch_size=4).state_dict()
+    data = elastic.dataset(root, "chunks")
+    for order in (ChunkShuffle.of(data, 120, seed=elastic.SEED, window=3, partitions=2),
+                  ChunkShuffle.of(data, 240, seed=elastic.SEED, window=2, partitions=2),
+                  ChunkShuffle.of(data, 120, seed=elastic.SEED + 1, window=2, partitions=2)):
+        with pytest.raises(ValueError, match="another order|seed"):
+            DataLoader(data, batch_size=4, order=order).load_state_dict(state)
+
+
+def test_same_names_and_sizes_in_another_directory_differ(tmp_path):
+    for split in ("train", "val"):
+        (tmp_path / split).mkdir()
+        write_samples(tmp_path / split / "part.ffr", 20, first=0 if split == "train" else 100)
+    # equal sizes: pickles of (i, 3i) for 0..19 and 100..119 differ in bytes, not in length
+    train, val = (str(tmp_path / split / "part.ffr") for split in ("train", "val"))
+    assert [FileReader(train).sizes(range(20)).tolist()] != [] and \
+        FileReader(train).sizes(range(20)).sum() != 0
+    state = make_loader(train, shuffle=True, seed=1).state_dict()
+    with pytest.raises(ValueError, match="different dataset"):
+        make_loader(val, shuffle=True, seed=1).load_state_dict(state)
+    # and the same directory name elsewhere, with other samples of equal sizes: the header CRC
+    (tmp_path / "copy" / "train").mkdir(parents=True)
+    other = write_samples(tmp_path / "copy" / "train" / "part.ffr", 20, first=20)
+    if FileReader(other).sizes(range(20)).tolist() == FileReader(train).sizes(range(20)).tolist():
+        with pytest.raises(ValueError, match="different dataset"):
+            make_loader(other, shuffle=True, seed=1).load_state_dict(state)
+
+
+# -- mixtures -----------------------------------------------------------------------------
+
+
+def mixture_loader(root, weights, seed=1, members=("a", "b"), **kwargs):
+    datasets = [DatasetReader(root / name) for name in members]
+    return DataLoader(StructuredDataset(Mixture(datasets, weights=weights, seed=seed, **kwargs),
+                                        transform=elastic.datapoint_id), batch_size=4, shuffle=False)
+
+
+def test_a_mixture_state_names_its_weights_and_seed(root):
+    saved = mixture_loader(root, [0.5, 0.5], seed=0)
+    elastic.take(saved, 2)
+    state = saved.state_dict()
+    for weights, seed in (([0.9, 0.1], 3), ([0.9, 0.1], 0), ([0.5, 0.5], 3)):
+        with pytest.raises(ValueError, match="different mixture"):
+            mixture_loader(root, weights, seed=seed).load_state_dict(state)
+    shuffled = elastic.loader(root, "mixture", batch_size=4).state_dict()
+    changed = DataLoader(StructuredDataset(Mixture([DatasetReader(root / "a"), DatasetReader(root / "b")],
+                                                   weights=[0.9, 0.1], seed=1)), batch_size=4, shuffle=True,
+                         seed=elastic.SEED)
+    with pytest.raises(ValueError, match="own order"):
+        changed.load_state_dict(shuffled)
+
+
+def test_mixture_weights_and_members_change_at_a_checkpoint(root, tmp_path):
+    with DatasetWriter(tmp_path / "c", {"n": "int"}) as writer:
+        for k in range(5000, 5030):
+            writer.append({"n": k})
+    before = mixture_loader(root, [0.5, 0.5])
+    used = flat(elastic.take(before, 3))
+    state = through_json(before.state_dict())
+    a_used = [i for i in used if i < 1000]
+    # b removed, c added, new weights: a continues after what it gave, c starts at 0
+    members = [DatasetReader(root / "a"), DatasetReader(tmp_path / "c")]
+    start = mixture_start(state, members)
+    assert start == [len(a_used), 0]
+    after = DataLoader(StructuredDataset(Mixture(members, weights=[0.25, 0.75], seed=2, start=start),
+                                         transform=elastic.datapoint_id), batch_size=4)
+    after.load_state_dict(state)
+    rest = flat(elastic.take(after, -1))
+    a_rest = [i for i in rest if i < 1000]
+    assert a_rest[0] == len(a_used) and sorted(a_used + a_rest) == list(range(len(a_used) + len(a_rest)))
+    assert [i for i in rest if i >= 5000][:3] == [5000, 5001, 5002]
+    c_share = sum(i >= 5000 for i in rest) / len(rest)
+    assert 0.6 < c_share < 0.9
+    wrong = DataLoader(StructuredDataset(Mixture(members, weights=[0.25, 0.75], seed=2)), batch_size=4)
+    with pytest.raises(ValueError, match=r"start=\[12, 0\]|start=\["):
+        wrong.load_state_dict(state)
+
+
+def test_mixture_memory_does_not_grow_with_integer_weights():
+    import pickle
+
+    big = Mixture([range(2_000_000), range(2_000_003)], weights=[2_000_000, 2_000_003])
+    assert len(pickle.dumps(big)) < 200_000 and big.period <= mixture.MAX_PERIOD
+    exact = Mixture([range(2_000_000), range(2_000_000)], weights=[2_000_000, 2_000_000])
+    assert exact.quotas.tolist()[0] == exact.quotas.tolist()[1]
+    for bad in (["0.5", "0.5"], "ab", [True, False]):
+        with pytest.raises(TypeError):
+            Mixture([[1], [2]], weights=bad)
+    with pytest.raises(ValueError):
+        Mixture([[1], [2]], weights=[1, 1], period=mixture.MAX_PERIOD + 1)
+
+
+# -- torchrun: 2 ranks × 2 workers → 1 rank × 0 workers → 3 ranks × 1 worker ------------------
+
+
+def torchrun(nproc, *args):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "-m", "torch_scripts.elastic", *args]
+    done = subprocess.run(command, cwd=TESTS_DIR, capture_output=True, text=True, timeout=240, env=child_env())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_torchrun_epoch_across_topologies(tmp_path):
+    elastic.build(tmp_path)
+    torchrun(2, str(tmp_path), "A", "3", "2")
+    done = subprocess.run([sys.executable, "-m", "torch_scripts.elastic", str(tmp_path), "B", "2", "0", "5"],
+                          cwd=TESTS_DIR, capture_output=True, text=True, timeout=120, env=child_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    torchrun(3, str(tmp_path), "C", "-1", "1", "3")
+    for kind in elastic.KINDS:
+        phases = {phase: [json.loads((tmp_path / f"{kind}.{phase}.rank{r}.json").read_text()) for r in range(n)]
+                  for phase, n in (("A", 2), ("B", 1), ("C", 3))}
+        for ranks in phases.values():
+            assert len({len(batches) for batches in ranks}) == 1, kind  # equal batch counts
+        before = flat(flat(phases["A"]) + flat(phases["B"]))
+        after = flat(flat(phases["C"]))
+        everything = elastic.every_id(tmp_path, kind)
+        assert len(before) == 2 * 3 * 4 + 2 * 5 == len(set(before))
+        counts = collections.Counter(before + after)
+        assert set(counts) == set(everything), kind
+        assert len(before + after) == len(everything) + padding(len(everything) - 34, 3), kind
