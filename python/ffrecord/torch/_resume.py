@@ -58,6 +58,8 @@ def interpret(state: Any, mine: dict[str, Any], n: int) -> Resumption:
     if not isinstance(state, dict) or state.get("format") not in (STATE_FORMAT, _FORMAT_1):
         raise ValueError(f"not a state of this DataLoader (expected format {STATE_FORMAT!r})")
     epoch, step = _count(state, "epoch"), _count(state, "step")
+    if state["format"] == _FORMAT_1 and state.get("order") == "seed":  # format 1's name of it
+        state = {**state, "order": "shuffle"}
     if state.get("order") != mine["order"]:
         raise ValueError(f"the state was taken with another order: {state.get('order')!r} != {mine['order']!r}")
     seed = _seed(state, mine)
