@@ -294,22 +294,24 @@ def test_chunk_orders_must_match(root):
 
 
 def test_same_names_and_sizes_in_another_directory_differ(tmp_path):
-    for split in ("train", "val"):
-        (tmp_path / split).mkdir()
-        write_samples(tmp_path / split / "part.ffr", 20, first=0 if split == "train" else 100)
-    # equal sizes: pickles of (i, 3i) for 0..19 and 100..119 differ in bytes, not in length
-    train, val = (str(tmp_path / split / "part.ffr") for split in ("train", "val"))
-    assert [FileReader(train).sizes(range(20)).tolist()] != [] and \
-        FileReader(train).sizes(range(20)).sum() != 0
-    state = make_loader(train, shuffle=True, seed=1).state_dict()
-    with pytest.raises(ValueError, match="different dataset"):
-        make_loader(val, shuffle=True, seed=1).load_state_dict(state)
-    # and the same directory name elsewhere, with other samples of equal sizes: the header CRC
-    (tmp_path / "copy" / "train").mkdir(parents=True)
-    other = write_samples(tmp_path / "copy" / "train" / "part.ffr", 20, first=20)
-    if FileReader(other).sizes(range(20)).tolist() == FileReader(train).sizes(range(20)).tolist():
-        with pytest.raises(ValueError, match="different dataset"):
-            make_loader(other, shuffle=True, seed=1).load_state_dict(state)
+    def part(directory, fill):
+        (tmp_path / directory).mkdir(parents=True)
+        path = tmp_path / directory / "part.ffr"
+        with FileWriter(path, 20) as writer:
+            for k in range(20):
+                writer.write_one(bytes([fill, k]) * 4)  # 8 bytes each: equal sizes everywhere
+        return str(path)
+
+    train, val, moved = part("train", 1), part("val", 2), part("elsewhere/train", 3)
+    loaders = {path: DataLoader(elastic.PickleDataset(path), batch_size=4, shuffle=True, seed=1)
+               for path in (train, val, moved)}
+    state = loaders[train].state_dict()
+    with pytest.raises(ValueError, match="different dataset"):  # another directory name
+        loaders[val].load_state_dict(state)
+    with pytest.raises(ValueError, match="different dataset"):  # same names and sizes, other samples
+        loaders[moved].load_state_dict(state)
+    again = part("elsewhere2/train", 1)  # the same samples moved elsewhere still match
+    DataLoader(elastic.PickleDataset(again), batch_size=4, shuffle=True, seed=1).load_state_dict(state)
 
 
 # -- mixtures -----------------------------------------------------------------------------
