@@ -167,14 +167,6 @@ class EpochBatchSampler(_PlannedSampler):
     def world_size(self) -> int:
         return self.share.world_size
 
-    @property
-    def base(self) -> int:
-        return self.share.base
-
-    @property
-    def samples_per_rank(self) -> int:
-        return self.share.samples_per_rank
-
     def plan(self, epoch: int, start: int, base: int = 0) -> None:
         """The next iteration yields batch ``start`` on of the segment of epoch ``epoch``
         that begins at canonical position ``base``."""
@@ -200,7 +192,7 @@ class EpochBatchSampler(_PlannedSampler):
         return (
             f"EpochBatchSampler(n={self.n}, batch_size={self.batch_size}, order={self.order!r}, "
             f"drop_last={self.drop_last}, rank={self.rank}, world_size={self.world_size}, "
-            f"epoch={self.epoch}, start={self.start}, base={self.base})"
+            f"epoch={self.epoch}, start={self.start}, base={self.share.base})"
         )
 
     def __iter__(self) -> Iterator[Any]:
