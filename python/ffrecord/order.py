@@ -38,7 +38,7 @@ from ._permutation import FeistelPermutation, splitmix64, splitmix64_array
 
 __all__ = [
     "ChunkShuffle", "FullShuffle", "Order", "RankShare", "Sequential", "chunk_bounds",
-    "datapoint_seed", "datapoint_seeds", "order_from_description", "shuffle_quality",
+    "datapoint_seed", "datapoint_seeds", "shuffle_quality",
 ]
 
 _MASK64 = (1 << 64) - 1
@@ -94,12 +94,6 @@ class Order:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "n": self.n}
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Order) and self.describe() == other.describe()
-
-    def __hash__(self) -> int:
-        return hash(repr(sorted(self.describe().items())))
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.describe().items() if k != "kind")
@@ -326,30 +320,6 @@ class RankShare:
     def __repr__(self) -> str:
         return (f"RankShare(n={self.n}, batch_size={self.batch_size}, rank={self.rank}, "
                 f"world_size={self.world_size}, drop_last={self.drop_last}, base={self.base})")
-
-
-def order_from_description(description: dict[str, Any], bounds: Any = None) -> Order:
-    """Rebuilds a ``Sequential`` or ``FullShuffle`` from ``describe()`` (a ``ChunkShuffle``
-    needs its ``bounds`` too). Raises ValueError for anything else.
-
-    >>> order_from_description(FullShuffle(9, seed=4).describe())
-    FullShuffle(n=9, seed=4)
-    """
-    if not isinstance(description, dict):
-        raise ValueError(f"not an order description: {description!r:.80}")
-    kind = description.get("kind")
-    try:
-        if kind == "sequential":
-            return Sequential(description["n"])
-        if kind == "shuffle":
-            return FullShuffle(description["n"], description["seed"])
-        if kind == "chunks" and bounds is not None:
-            order = ChunkShuffle(bounds, description["seed"], description["window"], description["partitions"])
-            if order.describe() == description:
-                return order
-    except (KeyError, TypeError) as e:
-        raise ValueError(f"damaged order description {description!r:.200}: {e}") from None
-    raise ValueError(f"cannot rebuild the order {description!r:.200}")
 
 
 # -- chunks -----------------------------------------------------------------------------
