@@ -407,3 +407,15 @@ def test_torchrun_epoch_across_topologies(tmp_path):
         counts = collections.Counter(before + after)
         assert set(counts) == set(everything), kind
         assert len(before + after) == len(everything) + padding(len(everything) - 34, 3), kind
+
+
+def test_a_state_of_format_1_still_resumes_at_its_batch(root):
+    full = elastic.take(elastic.loader(root, "file", batch_size=4), -1)
+    path = str(root / "samples.ffr")
+    size = (root / "samples.ffr").stat().st_size
+    old = {"format": "ffrecord.torch.DataLoader/1", "epoch": 0, "step": 5, "seed": elastic.SEED,
+           "generator_state": None, "rank": 0, "order": "seed", "batch_size": 4, "drop_last": False,
+           "world_size": 1, "dataset": {"length": elastic.N, "files": [["samples.ffr", size]]}}
+    resumed = DataLoader(elastic.PickleDataset(path), batch_size=4, shuffle=True)
+    resumed.load_state_dict(old)
+    assert elastic.take(resumed, -1) == full[5:]

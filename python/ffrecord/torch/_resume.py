@@ -64,6 +64,10 @@ def interpret(state: Any, mine: dict[str, Any], n: int) -> Resumption:
         raise ValueError(f"the state was taken with another order: {state.get('order')!r} != {mine['order']!r}")
     seed = _seed(state, mine)
     generator_state = _generator_state(state) if mine["order"] == "generator" else None
+    if state["format"] == _FORMAT_1:  # its fingerprint held base names and sizes only
+        ours = mine["dataset"]
+        mine = {**mine, "dataset": {"length": ours["length"],
+                                    "files": [[name.split("/")[-1], size] for name, size, _ in ours["files"]]}}
     if state.get("dataset") != mine["dataset"]:
         return _changed_mixture(state, mine, epoch, seed)
     if state["format"] == STATE_FORMAT and mine["order"] not in _NOT_CANONICAL:
