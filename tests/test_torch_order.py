@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ffrecord.torch import DataLoader  # noqa: E402
-from ffrecord.torch._permutation import FeistelPermutation  # noqa: E402
+from ffrecord._permutation import FeistelPermutation  # noqa: E402
 from torch_scripts.common import InMemoryDataset, epoch_batches, indices_of, make_loader, write_samples  # noqa: E402
 
 N = 37

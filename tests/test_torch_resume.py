@@ -132,11 +132,16 @@ def test_fingerprint_or_configuration_mismatch_raises(ffr, tmp_path):
     for path in (other_name, other_length, other_sizes):
         with pytest.raises(ValueError, match="different dataset"):
             make_loader(path, shuffle=True, seed=1).load_state_dict(state)
-    for options in (dict(batch_size=5), dict(drop_last=True), dict(shuffle=False), dict(world_size=2, rank=0)):
-        with pytest.raises(ValueError, match="configuration"):
-            make_loader(ffr, **{"shuffle": True, **options}).load_state_dict(state)
-    with pytest.raises(ValueError, match="configuration"):
+    with pytest.raises(ValueError, match="another order"):
+        make_loader(ffr, shuffle=False).load_state_dict(state)
+    with pytest.raises(ValueError, match="seed 1, this loader has seed 2"):
+        make_loader(ffr, shuffle=True, seed=2).load_state_dict(state)
+    with pytest.raises(ValueError, match="another order"):
         generator_loader(ffr).load_state_dict(state)
+    for options in (dict(batch_size=5), dict(world_size=2, rank=1)):  # topologies: elastic resume
+        generator_loader(ffr, **options).load_state_dict(generator_loader(ffr, **options).state_dict())
+        with pytest.raises(ValueError, match="cannot resume on another topology"):
+            generator_loader(ffr).load_state_dict(generator_loader(ffr, **options).state_dict())
     with pytest.raises(ValueError):
         make_loader(ffr).load_state_dict({"epoch": 0})
 

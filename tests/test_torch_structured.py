@@ -71,7 +71,7 @@ def test_resume_mid_epoch_is_exact(mixture: Mixture, num_workers: int) -> None:
 
 def test_fingerprint_covers_the_field_files(mixture: Mixture) -> None:
     files = dataset_fingerprint(StructuredDataset(mixture))["files"]
-    assert len(files) == 3 * (1 + 5) and all(size > 0 for _, size in files)
+    assert len(files) == 3 * (1 + 5) and all(size > 0 for _, size, _ in files)
 
 
 def test_bad_mask_fails_at_construction(mixture: Mixture) -> None:

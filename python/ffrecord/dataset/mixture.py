@@ -25,9 +25,12 @@ class Mixture(Routed):
 
     Within each period of ``period`` consecutive indices, dataset ``j`` supplies
     ``round(period * weights[j] / sum(weights))`` of them (at least one for a positive
-    weight; integer weights are kept exact, the period stretched to a multiple of their
-    sum), in an order shuffled once by ``seed``. Each dataset is read in its own order,
-    from its first datapoint on.
+    weight; integer weights are kept exact, divided by their greatest common divisor and
+    the period stretched to a multiple of their sum, unless that sum exceeds
+    ``MAX_PERIOD``: then they are rounded as fractional weights are), in an order shuffled
+    once by ``seed``. Memory is O(period), at most ``MAX_PERIOD`` places, whatever the
+    weights. Each dataset is read in its own order, from datapoint ``start[j]`` on (0 by
+    default; see ``consumed`` to carry a checkpoint's progress into a new mixture).
 
     ``length`` None ends the mixture just before any dataset would be asked for a datapoint
     past its end (nothing repeats). An integer ``length`` instead lets the datasets wrap
@@ -39,7 +42,7 @@ class Mixture(Routed):
     """
 
     def __init__(self, datasets: Sequence[Any], weights: Sequence[float], seed: int = 0,
-                 length: int | None = None, period: int = 1000) -> None:
+                 length: int | None = None, period: int = 1000, start: Sequence[int] | None = None) -> None:
         self.members = list(datasets)
         if not self.members or len(self.members) != len(weights):
             raise ValueError(f"need one weight per dataset and at least one dataset, got "
@@ -50,6 +53,7 @@ class Mixture(Routed):
         self.quotas = _quotas(self.weights, operator.index(period))
         self.period = int(self.quotas.sum())
         self._lengths = np.array([len(d) for d in self.members], np.int64)
+        self.start = _starts(start, self._lengths)
         for j in np.flatnonzero(self.quotas).tolist():
             if self._lengths[j] == 0:
                 raise ValueError(f"dataset {j} is empty but has weight {self.weights[j]}")
@@ -78,7 +82,7 @@ class Mixture(Routed):
         """The first index at which some dataset would be asked for a datapoint past its end."""
         ends = []
         for j in np.flatnonzero(self.quotas).tolist():
-            full, rest = divmod(int(self._lengths[j]), int(self.quotas[j]))
+            full, rest = divmod(int(self._lengths[j] - self.start[j]), int(self.quotas[j]))
             ends.append(full * self.period + int(self._places[j][rest]))
         return min(ends)
 
@@ -92,10 +96,41 @@ class Mixture(Routed):
     def _route(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         block, place = np.divmod(idx, self.period)
         member = self._pattern[place]
-        local = block * self.quotas[member] + self._rank[place]
+        local = block * self.quotas[member] + self._rank[place] + self.start[member]
         if self._wrap:
             local %= self._lengths[member]
         return member, local
+
+    def consumed(self, position: int) -> list[int]:
+        """How many datapoints of each dataset indices ``0 .. position - 1`` use (from each
+        dataset's ``start`` on): what a new mixture takes as ``start`` to continue after a
+        loader consumed ``position`` indices in order, e.g. with other weights or members.
+
+        >>> mix = Mixture([list("abcdef"), list("XY")], weights=[3, 1], seed=0, period=4)
+        >>> mix.consumed(4), mix.consumed(len(mix))
+        ([3, 1], [6, 2])
+        """
+        position = operator.index(position)
+        if not 0 <= position <= self._length:
+            raise ValueError(f"position must lie in [0, {self._length}], got {position}")
+        full, rest = divmod(position, self.period)
+        return [int(self.start[j] + full * self.quotas[j] + np.searchsorted(self._places[j], rest))
+                for j in range(len(self.members))]
+
+    def identity(self, files_of: Any = None) -> dict[str, Any]:
+        """What makes this mixture's order (weights, seed, period, start, length and each
+        member's length, plus ``files_of(member)`` when given): for loader states.
+
+        >>> Mixture([[1, 2], [3]], weights=[1, 1]).identity()["members"]
+        [{'length': 2}, {'length': 1}]
+        """
+        members = [{"length": int(n)} for n in self._lengths]
+        if files_of is not None:
+            for described, member in zip(members, self.members):
+                described["files"] = files_of(member)
+        return {"weights": [float(w) for w in self.weights], "seed": self.seed, "period": self.period,
+                "start": self.start.tolist(), "length": self._length, "wrap": self._wrap,
+                "members": members}
 
     def read(self, indices: Any, mask: Any = None) -> list[Any]:
         if all(isinstance(m, Readable) for m in self.members):
@@ -115,17 +150,36 @@ class Mixture(Routed):
                 f"period={self.period}) n={self._length}")
 
 
+MAX_PERIOD = 1 << 16  # places in a mixture's pattern at most: its memory, whatever the weights
+
+
+def _starts(start: Sequence[int] | None, lengths: np.ndarray) -> np.ndarray:
+    if start is None:
+        return np.zeros(len(lengths), np.int64)
+    if isinstance(start, (str, bytes)) or len(start) != len(lengths) or not all(
+            isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in start):
+        raise TypeError(f"start must hold one integer per dataset, got {start!r:.80}")
+    values = np.array([int(s) for s in start], np.int64)
+    if (values < 0).any() or (values > lengths).any():
+        raise ValueError(f"start must lie within each dataset's length {lengths.tolist()}, got {values.tolist()}")
+    return values
+
+
 def _quotas(weights: Sequence[float], period: int) -> np.ndarray:
-    """Places per period for each weight: exact for integer weights, else rounded to
-    ``period`` (largest remainders), at least one for every positive weight."""
-    if period < 1:
-        raise ValueError(f"period must be >= 1, got {period}")
+    """Places per period for each weight: exact for integer weights (up to ``MAX_PERIOD``),
+    else rounded to ``period`` (largest remainders), at least one for every positive weight."""
+    if not 1 <= period <= MAX_PERIOD:
+        raise ValueError(f"period must lie in [1, {MAX_PERIOD}], got {period}")
+    if isinstance(weights, (str, bytes)) or not all(
+            isinstance(w, numbers.Real) and not isinstance(w, bool) for w in weights):
+        raise TypeError(f"weights must be numbers, got {weights!r:.80}")
     values = np.array(weights, np.float64)
     if values.ndim != 1 or not np.isfinite(values).all() or (values < 0).any() or values.sum() <= 0:
         raise ValueError(f"weights must be finite, non-negative and not all 0, got {list(weights)}")
     if all(isinstance(w, numbers.Integral) for w in weights):
-        total = int(sum(weights))
-        return np.array(weights, np.int64) * math.ceil(period / total)
+        exact = [int(w) // math.gcd(*[int(v) for v in weights]) for w in weights]
+        if sum(exact) <= MAX_PERIOD:
+            return np.array(exact, np.int64) * min(math.ceil(period / sum(exact)), MAX_PERIOD // sum(exact))
     exact = values / values.sum() * period
     quotas = np.floor(exact).astype(np.int64)
     quotas[np.argsort(quotas - exact, kind="stable")[: period - int(quotas.sum())]] += 1

@@ -565,7 +565,8 @@ class Routed(Readable):
 
     @property
     def files(self) -> list[str]:
-        return [path for member in self.members for path in member.files]
+        # a mixture's members may be plain sequences, which read no files
+        return [path for member in self.members for path in getattr(member, "files", [])]
 
     @property
     def size(self) -> int:

@@ -12,8 +12,9 @@
 from .._extras import require
 
 require("torch", "torch", "ffrecord.torch")
-from .dataloader import DataLoader  # noqa: E402 (after the check that names the extra)
+from .dataloader import DataLoader, mixture_start  # noqa: E402 (after the check that names the extra)
 from .dataset import ConcatDataset, Dataset, ReaderRegistry, Subset
-from .structured import StructuredDataset
+from .structured import StructuredDataset, batch_seeds
 
-__all__ = ["ConcatDataset", "DataLoader", "Dataset", "ReaderRegistry", "StructuredDataset", "Subset"]
+__all__ = ["ConcatDataset", "DataLoader", "Dataset", "ReaderRegistry", "StructuredDataset", "Subset", "batch_seeds",
+           "mixture_start"]

@@ -17,23 +17,53 @@ from ffrecord import FileReader
 
 
 def dataset_fingerprint(dataset: Any) -> dict[str, Any]:
-    """Length of ``dataset`` and ``[file name, size]`` of every ffrecord file it reads.
+    """What identifies ``dataset`` in a loader state: its length, every ffrecord file it reads
+    (``[parent/name, size, header checksum]``) and, for a ``Mixture``, how it mixes.
 
     The files are found by walking the dataset's attributes (readers, member datasets), so
-    datasets that own their reader directly are covered too. Names are base names, so a
-    dataset moved to another directory still matches.
+    datasets that own their reader directly are covered too. A file is named by its
+    directory's name and its own (``train/PART_00000.ffr``: a dataset moved elsewhere still
+    matches, ``train/`` and ``val/`` differ) and carries the CRC-32 its header stores of the
+    sample tables (local files; ``None`` for URLs), so datasets of equal names and sizes but
+    other samples differ too.
 
     >>> dataset_fingerprint([1, 2, 3])
     {'length': 3, 'files': []}
     """
-    files = []
-    for path in _reader_files(dataset, set()):
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            size = None
-        files.append([os.path.basename(path), size])
-    return {"length": len(dataset), "files": files}
+    files = [_file_identity(path) for path in _reader_files(dataset, set())]
+    fingerprint: dict[str, Any] = {"length": len(dataset), "files": files}
+    mixture = _find_mixture(dataset)
+    if mixture is not None:
+        fingerprint["mixture"] = mixture.identity(member_files)
+    return fingerprint
+
+
+def member_files(member: Any) -> list[list[Any]]:
+    """The identities of the files a mixture's member reads (see ``dataset_fingerprint``)."""
+    files = getattr(member, "files", None)
+    paths = list(files) if isinstance(files, (list, tuple)) else _reader_files(member, set())
+    return [_file_identity(path) for path in paths]
+
+
+def _file_identity(path: Any) -> list[Any]:
+    text = str(path)
+    name = "/".join(text.rstrip("/").split("/")[-2:])
+    try:
+        size = os.path.getsize(text)
+        with open(text, "rb") as f:
+            header_crc = int.from_bytes(f.read(4), "little")
+    except OSError:
+        size = header_crc = None
+    return [name, size, header_crc]
+
+
+def _find_mixture(dataset: Any) -> Any:
+    from ffrecord.dataset.mixture import Mixture
+
+    for candidate in (dataset, getattr(dataset, "source", None)):
+        if isinstance(candidate, Mixture):
+            return candidate
+    return None
 
 
 def _reader_files(obj: Any, seen: set[int]) -> list[str]:

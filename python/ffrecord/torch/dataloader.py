@@ -19,12 +19,16 @@ import torch.utils.data
 
 from .collate import default_collate
 from .dataset import Dataset
-from ._state import decode_generator_state, dataset_fingerprint, encode_generator_state
+from ffrecord.order import FullShuffle, Order, RankShare
+
+from . import _resume
+from ._state import dataset_fingerprint, encode_generator_state, member_files
 from .sampler import EpochBatchSampler, SkipableSampler, SkippingBatchSampler
+from .structured import StructuredDataset
 
-__all__ = ["DataLoader", "SkipableSampler"]
+__all__ = ["DataLoader", "SkipableSampler", "mixture_start"]
 
-STATE_FORMAT = "ffrecord.torch.DataLoader/1"
+STATE_FORMAT = _resume.STATE_FORMAT
 
 
 @dataclass
@@ -33,6 +37,7 @@ class _EpochRun:
 
     epoch: int
     start: int  # first batch of this epoch (set_step or a loaded state)
+    base: int  # canonical position the epoch's segment starts at (elastic resume)
     num_batches: int  # batches in a whole epoch
     generator_state: torch.Tensor | None  # the loader's generator as the epoch began
     resumed: bool = False  # the start came from load_state_dict, not set_step
@@ -110,6 +115,11 @@ class DataLoader(torch.utils.data.DataLoader):
       ``DistributedSampler``, so that all ranks agree).
     - ``rank``, ``world_size``: the share of each epoch this process reads; taken from
       ``torch.distributed`` when it is initialised. See ``EpochBatchSampler`` for padding.
+    - ``order``: an ``ffrecord.order`` order (e.g. ``ChunkShuffle``) instead of
+      ``shuffle``/``seed``.
+
+    States resume on any topology (world size, per-rank batch size, workers) when the
+    order is canonical (``seed=`` or ``order=``, or sequential); see ``_resume.py``.
 
     Workers start with ``fork`` unless ``multiprocessing_context`` is given or the process
     has fixed its start method; ``forkserver`` and ``spawn`` work too.
@@ -146,6 +156,7 @@ class DataLoader(torch.utils.data.DataLoader):
         seed: int | None = None,
         rank: int | None = None,
         world_size: int | None = None,
+        order: Order | None = None,
         **torch_kwargs: Any,
     ) -> None:
         if num_workers > 0 and multiprocessing_context is None:
@@ -171,12 +182,17 @@ class DataLoader(torch.utils.data.DataLoader):
         self.skippable = skippable
         self._next_epoch = 0
         self._pending_start = 0
+        self._pending_base = 0
         self._resuming = False  # the pending start came from load_state_dict
         self._pending_generator_state: torch.Tensor | None = None
         self._run: _EpochRun | None = None
         custom = sampler is not None or batch_sampler is not None
-        if (custom or not skippable) and (seed is not None or rank is not None or world_size is not None):
-            raise ValueError("seed, rank and world_size apply to a skippable loader's own sampler only")
+        if (custom or not skippable) and (seed is not None or rank is not None or world_size is not None
+                                          or order is not None):
+            raise ValueError("seed, order, rank and world_size apply to a skippable loader's own sampler only")
+        if order is not None and (shuffle or seed is not None or generator is not None):
+            raise ValueError("order= replaces shuffle, seed and generator: give one of them")
+        self._seed_given = seed is not None or order is not None
         if not skippable:
             return
         if isinstance(dataset, torch.utils.data.IterableDataset):
@@ -184,13 +200,14 @@ class DataLoader(torch.utils.data.DataLoader):
         if custom:
             self._planner: EpochBatchSampler | SkippingBatchSampler = SkippingBatchSampler(self._index_sampler)
         else:
-            self._planner = self._make_sampler(bool(shuffle), seed, rank, world_size)
+            self._planner = self._make_sampler(bool(shuffle), seed, rank, world_size, order)
         # torch keeps the index sampler in one of these; ours replaces it (torch's own
         # attribute guard is for users, who must not swap samplers mid-life).
         object.__setattr__(self, "batch_sampler" if self._auto_collation else "sampler", self._planner)
         self._fingerprint = dataset_fingerprint(dataset)
 
-    def _make_sampler(self, shuffle: bool, seed: int | None, rank: int | None, world_size: int | None) -> EpochBatchSampler:
+    def _make_sampler(self, shuffle: bool, seed: int | None, rank: int | None, world_size: int | None,
+                      order: Order | None) -> EpochBatchSampler:
         rank, world_size = _resolve_ranks(rank, world_size)
         if shuffle and seed is None and self.generator is None:
             seed = 0 if world_size > 1 else int(torch.empty((), dtype=torch.int64).random_().item())
@@ -204,6 +221,7 @@ class DataLoader(torch.utils.data.DataLoader):
             rank=rank,
             world_size=world_size,
             unbatched=self.batch_size is None,
+            order=order,
         )
 
     def __repr__(self) -> str:
@@ -234,15 +252,14 @@ class DataLoader(torch.utils.data.DataLoader):
         run = self._run
         if run is not None and not run.exhausted:
             return run.length
-        if self._resuming:
-            return self._planner.num_batches
-        return self._planner.num_batches - self._pending_start
+        batches = self._pending_batches()
+        return batches if self._resuming else batches - self._pending_start
 
     def __iter__(self) -> Any:
         if not self.skippable:
             return super().__iter__()
-        epoch, start = self._next_epoch, self._pending_start
-        self._next_epoch, self._pending_start = epoch + 1, 0
+        epoch, start, base = self._next_epoch, self._pending_start, self._pending_base
+        self._next_epoch, self._pending_start, self._pending_base = epoch + 1, 0, 0
         resumed, self._resuming = self._resuming, False
         generator_state = None
         if self._uses_generator():
@@ -250,12 +267,17 @@ class DataLoader(torch.utils.data.DataLoader):
                 self.generator.set_state(self._pending_generator_state)
                 self._pending_generator_state = None
             generator_state = self.generator.get_state()
-        self._planner.plan(epoch, start)
-        if isinstance(self._planner, EpochBatchSampler) and isinstance(self.dataset, Dataset):
-            # A worker's batches come every num_workers batches and it holds prefetch_factor
-            # of them queued: the batch to prefetch is the one after those.
-            self._planner.lookahead = max(1, self.num_workers * (self.prefetch_factor or 1))
-        self._run = _EpochRun(epoch, start, self._planner.num_batches, generator_state, resumed)
+        if isinstance(self._planner, EpochBatchSampler):
+            self._planner.plan(epoch, start, base)
+            if isinstance(self.dataset, Dataset):
+                # A worker's batches come every num_workers batches and it holds prefetch_factor
+                # of them queued: the batch to prefetch is the one after those.
+                self._planner.lookahead = max(1, self.num_workers * (self.prefetch_factor or 1))
+            if isinstance(self.dataset, (Dataset, StructuredDataset)):  # they hand on datapoint seeds
+                self._planner.seed_of_datapoints = self.seed or 0
+        else:
+            self._planner.plan(epoch, start)
+        self._run = _EpochRun(epoch, start, base, self._planner.num_batches, generator_state, resumed)
         return _TrackedIterator(super().__iter__(), self._run)
 
     def _uses_generator(self) -> bool:
@@ -273,9 +295,10 @@ class DataLoader(torch.utils.data.DataLoader):
         """
         self._require_skippable("set_step")
         step = operator.index(step)
-        if step != 0 and not 0 <= step < self._planner.num_batches:
-            raise ValueError(f"step must lie in [0, {self._planner.num_batches}), got {step}")
-        self._pending_start, self._resuming = step, False
+        batches = self._pending_batches(base=0)
+        if step != 0 and not 0 <= step < batches:
+            raise ValueError(f"step must lie in [0, {batches}), got {step}")
+        self._pending_start, self._pending_base, self._resuming = step, 0, False
 
     def set_epoch(self, epoch: int) -> None:
         """The next ``iter(loader)`` produces epoch ``epoch`` (each iteration otherwise advances it)."""
@@ -290,7 +313,7 @@ class DataLoader(torch.utils.data.DataLoader):
         if isinstance(planner, SkippingBatchSampler):
             order, world_size = "custom", 1
         else:
-            order = "generator" if planner.uses_generator else "seed" if planner.shuffle else "sequential"
+            order = "generator" if planner.uses_generator else planner.order.kind
             world_size = planner.world_size
         return {"order": order, "batch_size": self.batch_size, "drop_last": self.drop_last, "world_size": world_size}
 
@@ -299,53 +322,85 @@ class DataLoader(torch.utils.data.DataLoader):
 
         Taken inside the loop, after batch ``k`` was handed out, it resumes at batch ``k + 1``
         (however far the workers have prefetched); taken between epochs, at the next epoch.
+        ``position`` counts the canonical positions of the epoch consumed by all ranks.
         """
         self._require_skippable("state_dict")
         run = self._run
         if run is not None and not run.finished:
-            epoch, step, generator_state = run.epoch, run.start + run.yielded, run.generator_state
+            epoch, step, base, generator_state = run.epoch, run.start + run.yielded, run.base, run.generator_state
         else:
-            epoch, step = self._next_epoch, self._pending_start
+            epoch, step, base = self._next_epoch, self._pending_start, self._pending_base
             generator_state = self._pending_generator_state
             if generator_state is None and self._uses_generator():
                 generator_state = self.generator.get_state()
-        return {
+        planner = self._planner
+        canonical = isinstance(planner, EpochBatchSampler) and not planner.uses_generator
+        position = self._segment(base).consumed(step) if isinstance(planner, EpochBatchSampler) else None
+        state = {
             "format": STATE_FORMAT,
             "epoch": epoch,
             "step": step,
+            "base": base,
+            "position": position,
             "seed": self.seed,
             "generator_state": None if generator_state is None else encode_generator_state(generator_state),
-            "rank": getattr(self._planner, "rank", 0),
+            "rank": getattr(planner, "rank", 0),
             **self._config(),
+            "order_identity": planner.order.describe() if canonical else None,
             "dataset": self._fingerprint,
         }
+        mixture = getattr(self.dataset, "source", self.dataset)
+        if "mixture" in self._fingerprint and position is not None and not planner.shuffle:
+            state["mixture_consumed"] = mixture.consumed(position)
+        return state
+
+    def _segment(self, base: int) -> RankShare:
+        """Rank 0's share of the epoch's segment from canonical position ``base``."""
+        planner = self._planner
+        return RankShare(planner.n, planner.batch_size, 0, planner.world_size, planner.drop_last, base)
+
+    def _pending_batches(self, base: int | None = None) -> int:
+        """Batches of the segment the next ``iter(loader)`` produces (or of one from ``base``)."""
+        if isinstance(self._planner, EpochBatchSampler):
+            return self._segment(self._pending_base if base is None else base).num_batches
+        return self._planner.num_batches
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Resume from ``state_dict()`` of a loader over the same dataset and configuration.
+        """Resume from ``state_dict()`` of a loader over the same dataset and order.
 
-        The next ``iter(loader)`` yields exactly what the saved loader would have yielded
-        next. A state from another rank of the same run loads too (ranks move in step).
-        Raises ValueError when the dataset or the configuration differs.
+        With the same batch size, ``drop_last`` and world size, the next ``iter(loader)``
+        yields exactly what the saved loader would have yielded next. With another world
+        size or per-rank batch size (an order given by ``seed=``/``order=`` or sequential),
+        the epoch continues from the canonical position the state records, shared among
+        this loader's ranks: over the epoch every sample is delivered once. Any rank's state
+        will do (ranks move in step). Raises ValueError when the dataset, the seed or the
+        order differs, or the state is damaged.
         """
         self._require_skippable("load_state_dict")
-        state = state_dict
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            raise ValueError(f"not a state of this DataLoader (expected format {STATE_FORMAT!r})")
-        if state.get("dataset") != self._fingerprint:
-            raise ValueError(
-                f"the state was taken on a different dataset: {state.get('dataset')} != {self._fingerprint}"
-            )
-        mine = self._config()
-        theirs = {key: state.get(key) for key in mine}
-        if theirs != mine:
-            raise ValueError(f"the state was taken with another loader configuration: {theirs} != {mine}")
-        epoch, step = operator.index(state["epoch"]), operator.index(state["step"])
-        if epoch < 0 or not 0 <= step <= self._planner.num_batches:
-            raise ValueError(f"epoch {epoch}, step {step} out of range")
-        if mine["order"] == "seed":
-            self._planner.seed = operator.index(state["seed"])
-        if mine["order"] == "generator":
-            self._pending_generator_state = decode_generator_state(state["generator_state"])
-        self._next_epoch, self._pending_start, self._run = epoch, step, None
-        self._resuming = True
+        mine = {**self._config(), "seed": self.seed, "seed_given": self._seed_given, "dataset": self._fingerprint,
+                "num_batches": self._pending_batches(base=0),
+                "order_identity": getattr(getattr(self._planner, "order", None), "describe", dict)()}
+        resumption = _resume.interpret(state_dict, mine, len(self.dataset))
+        planner = self._planner
+        if resumption.seed is not None and resumption.seed != self.seed:  # a seed drawn here gives way
+            planner.order = FullShuffle(planner.n, resumption.seed)
+        if resumption.generator_state is not None:
+            self._pending_generator_state = resumption.generator_state
+        self._next_epoch, self._pending_start, self._pending_base = resumption.epoch, resumption.start, resumption.base
+        self._run = None
+        self._resuming = not resumption.elastic
 
+
+def mixture_start(state: dict[str, Any], datasets: list[Any]) -> list[int]:
+    """Where each of ``datasets`` continues after a loader state of a ``Mixture``: pass it as
+    ``Mixture(datasets, new_weights, start=...)`` to change the weights or the members at a
+    checkpoint (a member the state does not know starts at 0). See docs/torch-and-resume.md.
+
+    >>> from ffrecord.dataset import Mixture
+    >>> a, b = list(range(10)), list(range(100, 110))
+    >>> loader = DataLoader(Mixture([a, b], weights=[1, 1], period=2), batch_size=4)
+    >>> _ = next(iter(loader))
+    >>> mixture_start(loader.state_dict(), [b, a, list("new")])
+    [2, 2, 0]
+    """
+    return _resume.start_after(state, [{"length": len(d), "files": member_files(d)} for d in datasets])

@@ -13,43 +13,59 @@ user supplied, whose order we cannot compute, and skips by walking it (still no 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterator
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._permutation import FeistelPermutation
+from ffrecord.order import FullShuffle, Order, RankShare, Sequential, datapoint_seeds
 
-Order = Callable[[np.ndarray], np.ndarray]  # positions of an epoch → sample indices
 # Indices are computed for this many samples at once: enough to amortise numpy's per-call
 # overhead, small enough that the first batch after set_step comes at once.
 _CHUNK_SAMPLES = 8192
 
 
-def _identity(positions: np.ndarray) -> np.ndarray:
-    return positions
+class _GeneratorOrder:
+    """torch's ``RandomSampler`` order: a ``randperm`` drawn from a generator, per epoch."""
+
+    def __init__(self, perm: np.ndarray) -> None:
+        self.perm = perm
+
+    def indices(self, epoch: int, positions: np.ndarray) -> np.ndarray:
+        return self.perm[positions]
 
 
 class Batch(list):
     """A batch of indices that also names the batch its reader will be asked for later
-    (``ahead``), so that a dataset can prefetch it: ``EpochBatchSampler`` yields these when
-    its ``lookahead`` is set.
+    (``ahead``), so that a dataset can prefetch it, and the canonical positions of its
+    samples (``positions``, with the ``(seed, epoch)`` of their order) from which each
+    datapoint's seed derives (``seeds``). ``EpochBatchSampler`` yields these for ffrecord
+    datasets.
 
-    >>> b = Batch([4, 2], ahead=[7, 1])
-    >>> b == [4, 2], b.ahead
-    (True, [7, 1])
+    >>> b = Batch([4, 2], ahead=[7, 1], positions=[0, 1], seed_key=(5, 0))
+    >>> b == [4, 2], b.ahead, b.seeds == datapoint_seeds(5, 0, [0, 1]).tolist()
+    (True, [7, 1], True)
     """
 
-    def __init__(self, indices: list[int], ahead: list[int] | None = None) -> None:
+    def __init__(self, indices: list[int], ahead: list[int] | None = None,
+                 positions: list[int] | None = None, seed_key: tuple[int, int] | None = None) -> None:
         super().__init__(indices)
         self.ahead = ahead
+        self.positions = positions
+        self.seed_key = seed_key
+
+    @property
+    def seeds(self) -> list[int] | None:
+        """Each datapoint's seed (``ffrecord.order.datapoint_seed``), or None if unknown."""
+        if self.positions is None or self.seed_key is None:
+            return None
+        return datapoint_seeds(*self.seed_key, self.positions).tolist()
 
     def __reduce__(self) -> tuple:
         # Batches cross to loader workers pickled: plain lists pickle several times faster.
-        return Batch, (list(self), self.ahead)
+        return Batch, (list(self), self.ahead, self.positions, self.seed_key)
 
 
 class _PlannedSampler(Sampler):
@@ -74,16 +90,16 @@ class _PlannedSampler(Sampler):
 
 
 class EpochBatchSampler(_PlannedSampler):
-    """The batches of each epoch of a shuffled or sequential order, for one rank.
+    """The batches of each epoch of a canonical order (``ffrecord.order``), for one rank.
 
-    Order of an epoch: sequential when ``shuffle`` is false; ``torch.randperm`` drawn from
-    ``generator`` exactly as ``torch.utils.data.RandomSampler`` draws it when a generator is
-    given; otherwise a permutation keyed by ``(seed, epoch)`` and computed per position.
+    Order of an epoch: ``order`` when given; else sequential when ``shuffle`` is false;
+    ``torch.randperm`` drawn from ``generator`` exactly as ``torch.utils.data.RandomSampler``
+    draws it when a generator is given; otherwise ``FullShuffle(n, seed)``.
 
-    Ranks: rank ``r`` of ``world_size`` takes positions ``r, r + world_size, ...`` of the epoch
-    order, like ``torch.utils.data.DistributedSampler``: without ``drop_last`` the order is
-    padded by wrapping around to a multiple of ``world_size``; with it, the tail is cut
-    instead. Then ``drop_last`` also drops each rank's incomplete last batch.
+    Ranks: an epoch's *segment* runs from canonical position ``base`` (0, or what an elastic
+    resume found consumed) to the end; rank ``r`` of ``world_size`` takes positions
+    ``base + r, base + r + world_size, ...`` of it (``ffrecord.order.RankShare``: padding
+    without ``drop_last``, the tail cut with it; equal batch counts on every rank).
 
     ``unbatched`` yields single indices (for ``batch_size=None``) instead of lists.
 
@@ -96,6 +112,8 @@ class EpochBatchSampler(_PlannedSampler):
     [0, 1, 2, 3, 4]
     >>> list(EpochBatchSampler(5, 2, shuffle=False, rank=1, world_size=2))
     [[1, 3], [0]]
+    >>> s = EpochBatchSampler(5, batch_size=2, shuffle=False); s.plan(epoch=0, start=0, base=3); list(s)
+    [[3, 4]]
     """
 
     def __init__(
@@ -110,58 +128,88 @@ class EpochBatchSampler(_PlannedSampler):
         rank: int = 0,
         world_size: int = 1,
         unbatched: bool = False,
+        order: Order | None = None,
     ) -> None:
         super().__init__()
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank must lie in [0, world_size={world_size}), got {rank}")
-        if shuffle and seed is None and generator is None:
+        if shuffle and seed is None and generator is None and order is None:
             raise ValueError("a shuffled order needs a seed or a generator")
+        if order is not None and order.n != n:
+            raise ValueError(f"the order covers {order.n} samples, the dataset holds {n}")
         self.n = n
         self.batch_size = batch_size
-        self.shuffle = shuffle
         self.drop_last = drop_last
-        self.seed = seed
         self.generator = generator
-        self.rank = rank
-        self.world_size = world_size
         self.unbatched = unbatched
+        if order is None and not (shuffle and seed is None):
+            order = FullShuffle(n, seed) if shuffle else Sequential(n)
+        self.order = order  # None: drawn from the generator each epoch
         # Batches yielded carry the indices of the batch this many places later (Batch.ahead),
         # for the reader to prefetch; 0 yields plain lists. The DataLoader sets it.
         self.lookahead = 0
-        per_rank = n // world_size if drop_last else math.ceil(n / world_size)
-        self.samples_per_rank = per_rank
-        self._num_batches = per_rank // batch_size if drop_last else math.ceil(per_rank / batch_size)
+        # Batches carry their canonical positions (Batch.seeds) when set; the DataLoader
+        # sets it for ffrecord datasets, and to the seed datapoint seeds derive from.
+        self.seed_of_datapoints: int | None = None
+        self.share = RankShare(n, batch_size, rank, world_size, drop_last)
+
+    @property
+    def shuffle(self) -> bool:
+        return not isinstance(self.order, Sequential)
+
+    @property
+    def seed(self) -> int | None:
+        return None if self.order is None else self.order.seed
+
+    @property
+    def rank(self) -> int:
+        return self.share.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.share.world_size
+
+    def plan(self, epoch: int, start: int, base: int = 0) -> None:
+        """The next iteration yields batch ``start`` on of the segment of epoch ``epoch``
+        that begins at canonical position ``base``."""
+        super().plan(epoch, start)
+        share = self.share
+        if base != share.base:
+            self.share = RankShare(self.n, self.batch_size, share.rank, share.world_size, self.drop_last, base)
+
+    def consumed(self, epoch_step: int) -> int:
+        """Canonical positions of the epoch consumed once every rank had ``epoch_step`` batches."""
+        return self.share.consumed(epoch_step)
 
     @property
     def uses_generator(self) -> bool:
         """True when each epoch's order is drawn from the generator (torch's RandomSampler order)."""
-        return self.shuffle and self.seed is None
+        return self.order is None
 
     @property
     def num_batches(self) -> int:
-        return self._num_batches
+        return self.share.num_batches
 
     def __repr__(self) -> str:
         return (
-            f"EpochBatchSampler(n={self.n}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
-            f"drop_last={self.drop_last}, seed={self.seed}, rank={self.rank}, "
-            f"world_size={self.world_size}, epoch={self.epoch}, start={self.start})"
+            f"EpochBatchSampler(n={self.n}, batch_size={self.batch_size}, order={self.order!r}, "
+            f"drop_last={self.drop_last}, rank={self.rank}, world_size={self.world_size}, "
+            f"epoch={self.epoch}, start={self.start}, base={self.share.base})"
         )
 
     def __iter__(self) -> Iterator[Any]:
-        epoch, start = self.epoch, self.start
-        order = self._order(epoch)
+        epoch, start, share = self.epoch, self.start, self.share
+        order = self._order()
         size = self.batch_size
         per_chunk = max(1, _CHUNK_SAMPLES // size)
         finished = False
         ahead = 0 if self.unbatched else self.lookahead
-        for first in range(start, self._num_batches, per_chunk):
-            last = min(first + per_chunk, self._num_batches)
+        seed_key = None if self.seed_of_datapoints is None else (self.seed_of_datapoints, epoch)
+        for first in range(start, share.num_batches, per_chunk):
+            last = min(first + per_chunk, share.num_batches)
             # With lookahead, the chunk's indices run on to the batch its last one names.
-            upto = min(last + ahead, self._num_batches)
-            indices = self._indices(order, first * size, min(upto * size, self.samples_per_rank)).tolist()
+            upto = min(last + ahead, share.num_batches)
+            positions = share.positions(first * size, min(upto * size, share.samples_per_rank))
+            indices = order.indices(epoch, positions).tolist()
+            places = positions.tolist() if seed_key else None
             for offset in range(0, (last - first) * size, size):
                 batch = indices[offset : offset + size]
                 if len(batch) < size:  # torch's BatchSampler meets the end while filling it
@@ -169,21 +217,19 @@ class EpochBatchSampler(_PlannedSampler):
                     finished = True
                 if self.unbatched:
                     yield batch[0]
-                elif ahead:
+                elif ahead or seed_key:
                     later = offset + ahead * size
-                    yield Batch(batch, indices[later : later + size] if later < len(indices) else None)
+                    yield Batch(batch, indices[later : later + size] if ahead and later < len(indices) else None,
+                                places[offset : offset + size] if places else None, seed_key)
                 else:
                     yield batch
         if not finished:  # else it meets the end at the request after the last batch
             self._finish_generator_epoch()
 
-    def _order(self, epoch: int) -> Order:
-        if not self.shuffle:
-            return _identity
-        if self.uses_generator:
-            perm = torch.randperm(self.n, generator=self.generator).numpy()
-            return perm.__getitem__
-        return FeistelPermutation(self.n, self.seed, epoch)
+    def _order(self) -> Any:
+        if self.order is not None:
+            return self.order
+        return _GeneratorOrder(torch.randperm(self.n, generator=self.generator).numpy())
 
     def _finish_generator_epoch(self) -> None:
         # RandomSampler draws one more permutation (for its empty remainder) when exhausted;
@@ -191,13 +237,6 @@ class EpochBatchSampler(_PlannedSampler):
         # (which matters when the training loop draws from the same generator).
         if self.uses_generator:
             torch.randperm(self.n, generator=self.generator)
-
-    def _indices(self, order: Order, first: int, last: int) -> np.ndarray:
-        """Sample indices of this rank's samples ``first`` to ``last - 1`` of the epoch."""
-        positions = self.rank + np.arange(first, last, dtype=np.int64) * self.world_size
-        if positions.size and positions[-1] >= self.n:  # padding wraps around the order
-            positions %= self.n
-        return order(positions)
 
 
 class SkippingBatchSampler(_PlannedSampler):

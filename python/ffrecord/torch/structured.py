@@ -21,11 +21,15 @@ indices, a mixture's included, mean the same datapoints in every process and run
 
 from __future__ import annotations
 
+import inspect
 import operator
 from typing import Any, Callable
 
 import numpy as np
 import torch.utils.data
+
+import ffrecord.order
+from ffrecord.order import datapoint_seeds
 
 
 class StructuredDataset(torch.utils.data.Dataset):
@@ -33,15 +37,28 @@ class StructuredDataset(torch.utils.data.Dataset):
 
     ``mask`` is what ``read`` takes (fields and element ranges to read; all by default);
     ``transform``, when given, turns each datapoint dict into a sample (it must be picklable
-    for workers started with ``spawn``/``forkserver``); a transform with a
-    ``transform_batch(datapoints, indices)`` method gets the whole batch at once instead.
+    for workers started with ``spawn``/``forkserver``). A transform that takes two
+    positional arguments, ``transform(datapoint, seed)``, (or any, with ``seeded=True``)
+    receives the datapoint's seed (``ffrecord.order.datapoint_seed``: a function of the
+    loader's seed, the epoch and the datapoint's position in the canonical order, the same
+    on any topology and after any resume): use ``np.random.default_rng(seed)`` for random
+    augmentation. A transform with a ``transform_batch(datapoints, indices)`` method (e.g.
+    ``ffrecord.vision``'s) gets the whole batch at once instead, the seeds with the indices.
+    Outside an ffrecord DataLoader, the seed is that of epoch 0, seed 0, at the
+    position the index names.
+
+    >>> from ffrecord.dataset import Mixture
+    >>> data = StructuredDataset(Mixture([[{"x": 1}] * 3], weights=[1]), transform=lambda d, seed: seed)
+    >>> data.seeded, data[[0, 1]] == batch_seeds([0, 1])
+    (True, True)
     """
 
     def __init__(self, source: Any, mask: Any = None,
-                 transform: Callable[[dict], Any] | None = None) -> None:
+                 transform: Callable[..., Any] | None = None, *, seeded: bool | None = None) -> None:
         self.source = source
         self.mask = mask
         self.transform = transform
+        self.seeded = _takes_seed(transform) if seeded is None else bool(seeded)
         source.read([], mask)  # a bad mask fails here, not in a worker
 
     def __len__(self) -> int:
@@ -62,6 +79,8 @@ class StructuredDataset(torch.utils.data.Dataset):
         transform_batch = getattr(self.transform, "transform_batch", None)
         if transform_batch is not None:  # e.g. ffrecord.vision's: a batch at a time, in threads
             return transform_batch(datapoints, indices)
+        if self.seeded:
+            return [self.transform(d, seed) for d, seed in zip(datapoints, batch_seeds(indices))]
         return [self.transform(d) for d in datapoints]
 
     def ffrecord_files(self) -> list[str]:
@@ -70,3 +89,27 @@ class StructuredDataset(torch.utils.data.Dataset):
 
     def __repr__(self) -> str:
         return f"StructuredDataset({self.source!r}, mask={self.mask!r})"
+
+
+def batch_seeds(indices: Any) -> list[int]:
+    """The seed of each datapoint of a batch of indices an ffrecord DataLoader handed to a
+    dataset (e.g. in ``Dataset.process(indices, data)``); for indices of another origin, the
+    seeds of epoch 0 under seed 0 with each index as its position.
+
+    >>> batch_seeds([3]) == [ffrecord.order.datapoint_seed(0, 0, 3)]
+    True
+    """
+    seeds = getattr(indices, "seeds", None)
+    return seeds if seeds is not None else datapoint_seeds(0, 0, np.asarray(indices, np.int64)).tolist()
+
+
+def _takes_seed(transform: Callable[..., Any] | None) -> bool:
+    """True when ``transform`` takes a second positional argument (the datapoint's seed)."""
+    if transform is None:
+        return False
+    try:
+        parameters = inspect.signature(transform).parameters.values()
+    except (TypeError, ValueError):  # some builtins have no signature: one argument, as before
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 and all(p.default is p.empty for p in positional[:2])

@@ -35,7 +35,20 @@ _MIX2 = 0x94D049BB133111EB
 _GOLDEN = 0x9E3779B97F4A7C15
 
 
-def _splitmix64(x: int) -> int:
+def splitmix64_array(x: np.ndarray) -> np.ndarray:
+    """SplitMix64 on each element of a uint64 array (wrapping arithmetic), as ``splitmix64``.
+
+    >>> int(splitmix64_array(np.array([5], np.uint64))[0]) == splitmix64(5)
+    True
+    """
+    with np.errstate(over="ignore"):
+        z = x.astype(np.uint64) + np.uint64(_GOLDEN)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(_MIX1)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(_MIX2)
+    return z ^ (z >> np.uint64(31))
+
+
+def splitmix64(x: int) -> int:
     """One SplitMix64 step on a Python int: derives independent round keys from a seed."""
     z = (x + _GOLDEN) & _MASK64
     z = ((z ^ (z >> 30)) * _MIX1) & _MASK64
@@ -67,10 +80,10 @@ class FeistelPermutation:
         bits = max(2, (n - 1).bit_length())
         self._left_bits = bits // 2  # x = left << right_bits | right; the halves swap each round
         self._right_bits = bits - self._left_bits
-        key = _splitmix64(_splitmix64(seed & _MASK64) ^ (epoch & _MASK64))
+        key = splitmix64(splitmix64(seed & _MASK64) ^ (epoch & _MASK64))
         keys = []
         for _ in range(_ROUNDS_TINY if bits < _TINY_BITS else _ROUNDS):
-            key = _splitmix64(key)
+            key = splitmix64(key)
             keys.append(np.uint64(key))
         self._keys = keys
 
