@@ -17,6 +17,7 @@ import re
 import socket
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -29,14 +30,21 @@ class RangeServer:
     """Serves ``objects`` (path → bytes) on ``127.0.0.1``: ``HEAD`` and ``GET`` with one
     byte range, an ``ETag``, keep-alive connections, ``latency`` seconds before each
     answer, and faults injected one request at a time (``inject``) or for every request
-    (``always``). ``requests`` counts requests and ``peak`` the most in flight at once.
+    (``always``). ``requests`` counts requests, ``gets`` the GETs of each path,
+    ``bytes_sent`` the body bytes, and ``peak`` the most in flight at once. The ETag is a
+    hash of the content, so a replaced object gets a new one; ``ignore_range`` answers
+    every GET with the whole object, as some servers do.
     """
 
     def __init__(self, objects: dict[str, bytes] | None = None, latency: float = 0.0) -> None:
         self.objects = dict(objects or {})
         self.latency = latency
         self.always: str | int | None = None
+        self.always_get: str | int | None = None  # a fault for every GET (HEADs answered)
         self.requests = 0
+        self.gets: collections.Counter[str] = collections.Counter()
+        self.bytes_sent = 0
+        self.ignore_range = False
         self.peak = 0
         self._faults: collections.deque[str | int] = collections.deque()
         self._in_flight = 0
@@ -78,12 +86,14 @@ class RangeServer:
     def __repr__(self) -> str:
         return f"RangeServer({self.url}, {len(self.objects)} objects, latency={self.latency})"
 
-    def _begin(self) -> str | int | None:
+    def _begin(self, head: bool) -> str | int | None:
         with self._lock:
             self.requests += 1
             self._in_flight += 1
             self.peak = max(self.peak, self._in_flight)
-            return self._faults.popleft() if self._faults else self.always
+            if self._faults:
+                return self._faults.popleft()
+            return self.always if head or self.always_get is None else self.always_get
 
     def _end(self) -> None:
         with self._lock:
@@ -93,6 +103,18 @@ class RangeServer:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
+
+
+def _etag(data: bytes) -> str:
+    """A hash of the content (remembered per object: hashing a large one per request
+    would make the server the bottleneck)."""
+    known = _ETAGS.get(id(data))
+    if known is None or known[0] is not data:  # held in the entry: its id is not reused
+        known = _ETAGS[id(data)] = (data, f"{zlib.crc32(data):08x}-{len(data):x}")
+    return known[1]
+
+
+_ETAGS: dict[int, tuple[bytes, str]] = {}
 
 
 def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
@@ -115,7 +137,7 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
             self._answer(head=False)
 
         def _answer(self, head: bool) -> None:
-            fault = server._begin()
+            fault = server._begin(head)
             try:
                 if server.latency:
                     time.sleep(server.latency)
@@ -135,26 +157,30 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
             if isinstance(fault, int):
                 self._status(fault, head)
                 return
-            data = server.objects.get(self.path.split("?", 1)[0])
+            path = self.path.split("?", 1)[0]
+            data = server.objects.get(path)
             if data is None:
                 self._status(404, head)
                 return
             start, end, code = 0, len(data), 200
             match = _RANGE.match(self.headers.get("Range", ""))
-            if match:
+            if match and not server.ignore_range:
                 start = int(match[1])
                 end = min(len(data), int(match[2]) + 1) if match[2] else len(data)
                 code = 206
             body = memoryview(data)[start:end]  # no copy: the server must not be the bottleneck
             self.send_response(code)
             self.send_header("Content-Length", str(len(body)))
-            self.send_header("ETag", f'"{len(data):x}"')
+            self.send_header("ETag", f'"{_etag(data)}"')
             self.send_header("Accept-Ranges", "bytes")
             if code == 206:
                 self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
             self.end_headers()
             if head:
                 return
+            with server._lock:
+                server.gets[path] += 1
+                server.bytes_sent += len(body)
             if fault == "truncate":
                 self.wfile.write(body[: len(body) // 2])
                 self.close_connection = True

@@ -15,6 +15,7 @@ const (
 	DefaultTimeout     = 30 * time.Second
 	DefaultRetries     = 5
 	DefaultCoalesceGap = 1 << 20
+	DefaultChunkSize   = 16 << 20
 )
 
 // Options configure access to remote objects. The zero value means: the defaults above,
@@ -47,6 +48,12 @@ type Options struct {
 	// processes of a job download a large header once. Empty: FFRECORD_CACHE_DIR, else no
 	// cache.
 	CacheDir string `json:"cache_dir"`
+	// CacheLimit bounds the bytes of chunks kept in CacheDir (0: FFRECORD_CACHE_LIMIT, else
+	// no limit); the least recently used chunks not in use are evicted to stay under it.
+	CacheLimit int64 `json:"cache_limit"`
+	// ChunkSize is the bytes of consecutive samples the cache fetches with one request
+	// (0: DefaultChunkSize); a larger sample is a chunk of its own.
+	ChunkSize int64 `json:"chunk_size"`
 	// Env holds environment variables that take precedence over the process's: a Go
 	// runtime in a shared library sees the environment the process started with, so a
 	// host that changed its own (Python's os.environ) passes the variables here.
@@ -75,6 +82,18 @@ func (o *Options) withDefaults() error {
 	if o.CacheDir == "" {
 		o.CacheDir = o.getenv("FFRECORD_CACHE_DIR")
 	}
+	if o.CacheLimit == 0 {
+		if v := o.getenv("FFRECORD_CACHE_LIMIT"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return fmt.Errorf("FFRECORD_CACHE_LIMIT=%q is not a byte count", v)
+			}
+			o.CacheLimit = n
+		}
+	}
+	if o.ChunkSize == 0 {
+		o.ChunkSize = DefaultChunkSize
+	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
 		if v := o.getenv("FFRECORD_REMOTE_CONCURRENCY"); v != "" {
@@ -88,6 +107,10 @@ func (o *Options) withDefaults() error {
 	switch {
 	case o.Concurrency < 1:
 		return fmt.Errorf("storage option concurrency %d is not positive", o.Concurrency)
+	case o.CacheLimit < 0:
+		return fmt.Errorf("storage option cache_limit %d is negative", o.CacheLimit)
+	case o.ChunkSize < 1:
+		return fmt.Errorf("storage option chunk_size %d is not positive", o.ChunkSize)
 	case o.Timeout < 0:
 		return fmt.Errorf("storage option timeout %g is negative", o.Timeout)
 	case o.CoalesceGap < -1:

@@ -40,8 +40,27 @@ func (e *SpanError) Unwrap() error { return e.Err }
 
 // Object is one remote object.
 type Object struct {
-	c   *Client
-	loc *location
+	c        *Client
+	loc      *location
+	observer Observer
+}
+
+// Observer counts an object's requests (each attempt, and whether it retries a failed
+// one) and the body bytes they received.
+type Observer interface {
+	Request(retry bool)
+	Received(bytes int64)
+}
+
+// SetObserver has every later request of o counted by obs. Call it before any request.
+func (o *Object) SetObserver(obs Observer) { o.observer = obs }
+
+// observe counts one attempt of a request.
+func (o *Object) observe(attempt *int) {
+	if o.observer != nil {
+		o.observer.Request(*attempt > 0)
+	}
+	*attempt++
 }
 
 // Object returns the object a URL names (no request is made).
@@ -54,7 +73,23 @@ func (c *Client) Object(raw string) (*Object, error) {
 }
 
 // Stat returns the object's size and ETag.
-func (o *Object) Stat() (int64, string, error) { return o.c.Stat(o.loc.raw) }
+func (o *Object) Stat() (int64, string, error) {
+	size, etag, err := o.c.Stat(o.loc.raw)
+	if o.observer != nil {
+		o.observer.Request(false)
+	}
+	return size, etag, err
+}
+
+// ReadSpan fills one span with exactly one range request, however large (a cache's
+// chunk: one GET each).
+func (o *Object) ReadSpan(s Span) error {
+	if len(s.Buf) == 0 {
+		return nil
+	}
+	return o.read(&request{off: s.Off, end: s.Off + int64(len(s.Buf)),
+		pieces: []piece{{span: 0, off: s.Off, buf: s.Buf}}})
+}
 
 // piece is a part of a span, as one request reads it.
 type piece struct {
@@ -146,14 +181,22 @@ func bridge(reqs []request, count int, maxGap int64) []request {
 // read performs one range request, reading the body straight into the pieces' buffers.
 func (o *Object) read(r *request) error {
 	rangeHeader := fmt.Sprintf("bytes=%d-%d", r.off, r.end-1)
+	attempt := 0
 	err := o.c.do(context.Background(), "GET", o.loc, func(ctx context.Context) (*http.Request, error) {
+		o.observe(&attempt)
 		req, err := o.c.request(ctx, http.MethodGet, o.loc, o.loc.url, nil, emptyHash)
 		if err == nil {
 			req.Header.Set("Range", rangeHeader)
 		}
 		return req, err
 	}, func(resp *http.Response) error {
-		body := io.Reader(resp.Body)
+		counted := &countingReader{r: resp.Body}
+		defer func() {
+			if o.observer != nil {
+				o.observer.Received(counted.n)
+			}
+		}()
+		body := io.Reader(counted)
 		switch {
 		case resp.StatusCode == http.StatusPartialContent:
 			if err := checkContentRange(resp.Header.Get("Content-Range"), r.off); err != nil {
@@ -238,4 +281,16 @@ func skip(r io.Reader, n int64) error {
 		}
 	}
 	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
 }

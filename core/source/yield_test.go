@@ -1,0 +1,5 @@
+package source
+
+import "runtime"
+
+func runtimeYield() { runtime.Gosched() }
