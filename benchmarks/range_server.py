@@ -30,8 +30,8 @@ class RangeServer:
     """Serves ``objects`` (path → bytes) on ``127.0.0.1``: ``HEAD`` and ``GET`` with one
     byte range, an ``ETag``, keep-alive connections, ``latency`` seconds before each
     answer, and faults injected one request at a time (``inject``) or for every request
-    (``always``). ``requests`` counts requests, ``gets`` the GETs of each path,
-    ``bytes_sent`` the body bytes, and ``peak`` the most in flight at once. The ETag is a
+    (``always``). ``requests`` counts requests, ``gets`` the GETs of each path, ``log``
+    lists them, ``bytes_sent`` counts the body bytes, and ``peak`` the most in flight at once. The ETag is a
     hash of the content, so a replaced object gets a new one; ``ignore_range`` answers
     every GET with the whole object, as some servers do.
     """
@@ -43,6 +43,7 @@ class RangeServer:
         self.always_get: str | int | None = None  # a fault for every GET (HEADs answered)
         self.requests = 0
         self.gets: collections.Counter[str] = collections.Counter()
+        self.log: list[tuple[str, int, int]] = []  # (path, start, end) of every GET answered
         self.bytes_sent = 0
         self.ignore_range = False
         self.peak = 0
@@ -181,6 +182,7 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
             with server._lock:
                 server.gets[path] += 1
                 server.bytes_sent += len(body)
+                server.log.append((path, start, end))
             if fault == "truncate":
                 self.wfile.write(body[: len(body) // 2])
                 self.close_connection = True

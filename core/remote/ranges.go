@@ -108,7 +108,7 @@ type request struct {
 // client allows. Spans that follow one another in the object are read by one request.
 // The error is a *SpanError naming the first span of the failed request.
 func (o *Object) ReadRanges(spans []Span) error {
-	reqs := plan(spans, o.c.opts.Concurrency, o.c.opts.coalesceGap())
+	reqs := plan(spans, o.c.opts.Concurrency, o.c.opts.coalesceGap(), o.c.opts.mergeGap())
 	if len(reqs) == 0 {
 		return nil
 	}
@@ -120,11 +120,12 @@ func (o *Object) ReadRanges(spans []Span) error {
 }
 
 // plan cuts spans into pieces of at most maxRequestBytes and groups the pieces that are
-// adjacent in the object into requests. When that leaves more requests than depth (more
+// adjacent in the object into requests, reading through gaps of up to mergeGap bytes
+// always (the byte-waste bound; no gap at all when maxGap is not positive). When that leaves more requests than depth (more
 // than one round trip of the pool), the smallest gaps of at most maxGap bytes between
 // requests are read through, until the batch fits in depth requests: a round trip saved
 // is worth more than the bytes of a small gap.
-func plan(spans []Span, depth int, maxGap int64) []request {
+func plan(spans []Span, depth int, maxGap, mergeGap int64) []request {
 	var pieces []piece
 	for k, s := range spans {
 		for at := 0; at < len(s.Buf); at += maxRequestBytes {
@@ -143,7 +144,13 @@ func plan(spans []Span, depth int, maxGap int64) []request {
 		}
 		reqs = append(reqs, request{off: p.off, end: end, pieces: []piece{p}})
 	}
-	if len(reqs) <= depth || maxGap <= 0 {
+	if maxGap <= 0 {
+		return reqs
+	}
+	if mergeGap > 0 && len(reqs) > 1 {
+		reqs = bridge(reqs, len(reqs), min(mergeGap, maxGap))
+	}
+	if len(reqs) <= depth {
 		return reqs
 	}
 	return bridge(reqs, len(reqs)-depth, maxGap)

@@ -28,7 +28,7 @@ _UPLOADS = 4  # files uploaded at once (each upload is itself parallel for a lar
 _ENV_PREFIXES = ("AWS_", "FFRECORD_CACHE_DIR", "FFRECORD_CACHE_LIMIT", "FFRECORD_REMOTE_")
 #: The options the core accepts (``capi/ffrecord.h``, ``ffr_reader_open_options``).
 OPTION_NAMES = frozenset({"endpoint_url", "region", "profile", "anonymous", "virtual_hosted",
-                          "concurrency", "coalesce_gap", "timeout", "retries",
+                          "concurrency", "coalesce_gap", "merge_gap", "timeout", "retries",
                           "cache_dir", "cache_limit", "chunk_size"})
 
 
