@@ -13,6 +13,7 @@ b'234'
 from __future__ import annotations
 
 import collections
+import json
 import re
 import socket
 import threading
@@ -22,6 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+#: A GET of this path answers the counters as JSON (``gets`` per path, ``bytes``, ``requests``).
+STATS_PATH = "/__stats"
 #: Faults that ``RangeServer.inject`` accepts: an HTTP status, or one of these.
 FAULTS = ("reset", "truncate", "stall", "corrupt")
 
@@ -159,6 +162,15 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
                 self._status(fault, head)
                 return
             path = self.path.split("?", 1)[0]
+            if path == STATS_PATH:  # the counters, for a benchmark driving the server from afar
+                with server._lock:
+                    body = json.dumps({"gets": dict(server.gets), "bytes": server.bytes_sent,
+                                       "requests": server.requests}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             data = server.objects.get(path)
             if data is None:
                 self._status(404, head)
