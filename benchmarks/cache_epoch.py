@@ -161,12 +161,17 @@ def peer_epoch(peer: str, kind: str, url: str, local: str) -> dict[str, float]:
                                    shuffle_seed=0, batch_size=64)
         # Forked workers would share the parent's boto3 connection: drop it before forking.
         for stream in getattr(dataset, "streams", []):
-            for attr in ("_downloader", "downloader"):
-                if hasattr(stream, attr):
-                    setattr(stream, attr, None)
+            downloader = getattr(stream, "_downloader", None)
+            if hasattr(downloader, "_s3_client"):
+                downloader._s3_client = None  # each worker makes its own
     else:
         import litdata
+        from litdata.streaming import downloader
 
+        # The loopback server speaks plain HTTP, which LitData's obstore client refuses
+        # (reqwest: BadScheme): it downloads with its boto3 client instead.
+        downloader._OBSTORE_AVAILABLE = False
+        os.environ["LITDATA_ASYNC_CHUNK_PREFETCH"] = "0"
         dataset = litdata.StreamingDataset(f"s3://bench/lit-{kind}", shuffle=True, seed=0,
                                            cache_dir=local)
     loader = torch.utils.data.DataLoader(dataset, batch_size=64, num_workers=2,
@@ -224,7 +229,7 @@ def main() -> None:
         url = server_url + "/bench"
         os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
                            "AWS_DEFAULT_REGION": "us-east-1", "S3_ENDPOINT_URL": server_url,
-                           "AWS_ENDPOINT_URL": server_url})
+                           "AWS_ENDPOINT_URL": server_url, "AWS_ALLOW_HTTP": "true"})
         data_bytes = args.samples * SAMPLE
         print(f"{args.samples:,} samples of 16 KiB ({data_bytes / 2**20:.0f} MiB), {args.latency * 1000:.0f} ms "
               f"per request, chunks of {args.chunk_size / 2**20:g} MiB, windows of {args.window} chunks; "
@@ -271,7 +276,7 @@ def main() -> None:
                   f"({'met' if warm[0] >= 0.9 * local[0] else 'missed'})")
             for peer in peers:
                 theirs = results.get((kind, f"{peer} cold"))
-                if theirs:
+                if theirs and theirs[0]:
                     print(f"{kind}: cold ffrecord / {peer} = {cold[0] / theirs[0]:.2f} (goal 1.5)")
         stop.set()
         server.join(10)
