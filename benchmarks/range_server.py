@@ -31,12 +31,12 @@ FAULTS = ("reset", "truncate", "stall", "corrupt")
 
 class RangeServer:
     """Serves ``objects`` (path → bytes) on ``127.0.0.1``: ``HEAD`` and ``GET`` with one
-    byte range, an ``ETag``, keep-alive connections, ``latency`` seconds before each
-    answer, and faults injected one request at a time (``inject``) or for every request
-    (``always``). ``requests`` counts requests, ``gets`` the GETs of each path, ``log``
-    lists them, ``bytes_sent`` counts the body bytes, and ``peak`` the most in flight at once. The ETag is a
-    hash of the content, so a replaced object gets a new one; ``ignore_range`` answers
-    every GET with the whole object, as some servers do.
+    byte range, an ``ETag`` of the content (``If-Match`` honoured), keep-alive connections,
+    ``latency`` seconds before each answer, and faults injected one request at a time
+    (``inject``) or for every request (``always``; ``always_get`` for GETs only).
+    ``requests`` counts requests, ``gets`` the GETs of each path, ``log`` lists them,
+    ``bytes_sent`` counts their body bytes, and ``peak`` the most in flight at once;
+    ``ignore_range`` answers every GET with the whole object, as some servers do.
     """
 
     def __init__(self, objects: dict[str, bytes] | None = None, latency: float = 0.0) -> None:
@@ -52,6 +52,7 @@ class RangeServer:
         self.peak = 0
         self._faults: collections.deque[str | int] = collections.deque()
         self._in_flight = 0
+        self._etags: dict[int, tuple[bytes, str]] = {}
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
@@ -103,22 +104,19 @@ class RangeServer:
         with self._lock:
             self._in_flight -= 1
 
+    def etag(self, data: bytes) -> str:
+        """The ETag of an object's content, computed once per object (replacing an entry of
+        ``objects`` gives it another)."""
+        with self._lock:
+            seen = self._etags.get(id(data))
+            if seen is None or seen[0] is not data:
+                seen = self._etags[id(data)] = (data, f'"{len(data):x}-{zlib.crc32(data):08x}"')
+            return seen[1]
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
-
-
-def _etag(data: bytes) -> str:
-    """A hash of the content (remembered per object: hashing a large one per request
-    would make the server the bottleneck)."""
-    known = _ETAGS.get(id(data))
-    if known is None or known[0] is not data:  # held in the entry: its id is not reused
-        known = _ETAGS[id(data)] = (data, f"{zlib.crc32(data):08x}-{len(data):x}")
-    return known[1]
-
-
-_ETAGS: dict[int, tuple[bytes, str]] = {}
 
 
 def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
@@ -175,6 +173,10 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
             if data is None:
                 self._status(404, head)
                 return
+            etag = server.etag(data)
+            if self.headers.get("If-Match", etag) not in (etag, "*"):
+                self._status(412, head)
+                return
             start, end, code = 0, len(data), 200
             match = _RANGE.match(self.headers.get("Range", ""))
             if match and not server.ignore_range:
@@ -184,7 +186,7 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
             body = memoryview(data)[start:end]  # no copy: the server must not be the bottleneck
             self.send_response(code)
             self.send_header("Content-Length", str(len(body)))
-            self.send_header("ETag", f'"{_etag(data)}"')
+            self.send_header("ETag", etag)
             self.send_header("Accept-Ranges", "bytes")
             if code == 206:
                 self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")

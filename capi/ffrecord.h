@@ -178,7 +178,10 @@ int32_t ffr_reader_verified(int64_t handle, uint64_t *ids, uint64_t nids, uint64
  * AWS_REGION, AWS_PROFILE, the AWS credentials and config files, FFRECORD_CACHE_DIR,
  * FFRECORD_REMOTE_CONCURRENCY). An unknown field is FFR_E_INVALID. A missing object is
  * FFR_E_NOTFOUND (errno ENOENT), a refused one FFR_E_IO with errno EACCES, a response
- * cut short again after a retry FFR_E_CORRUPT. */
+ * cut short again after a retry FFR_E_CORRUPT, an object replaced since it was opened (a
+ * read is conditional on the ETag seen at open) FFR_E_IO with errno ESTALE. In an s3://
+ * URL everything after the bucket's "/" is the key, verbatim (no query, fragment or
+ * percent-decoding). */
 int32_t ffr_reader_open_options(const char *const *paths, uint64_t npaths, uint32_t flags,
                                 const char *options, int64_t *handle);
 
@@ -325,6 +328,10 @@ int32_t ffr_list(const char *url, const char *options, char *buf, size_t len, si
 
 /* Deletes the object at url (s3://bucket/key); a missing object is FFR_OK. */
 int32_t ffr_remove(const char *url, const char *options);
+
+/* FFR_OK when url (s3://, http(s)://) is well formed as every call above reads it, else
+ * FFR_E_INVALID saying why; no request is made. */
+int32_t ffr_check_url(const char *url);
 
 #ifdef __cplusplus
 }

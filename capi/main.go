@@ -108,6 +108,11 @@ func ffr_upload(path *C.ffr_cchar, url *C.ffr_cchar, options *C.ffr_cchar) C.int
 	return C.int32_t(abi.Upload(unsafe.Pointer(path), unsafe.Pointer(url), unsafe.Pointer(options)))
 }
 
+//export ffr_check_url
+func ffr_check_url(url *C.ffr_cchar) C.int32_t {
+	return C.int32_t(abi.CheckURL(unsafe.Pointer(url)))
+}
+
 //export ffr_remove
 func ffr_remove(url *C.ffr_cchar, options *C.ffr_cchar) C.int32_t {
 	return C.int32_t(abi.Remove(unsafe.Pointer(url), unsafe.Pointer(options)))

@@ -185,23 +185,51 @@ func (c *compressor) record() []byte {
 }
 
 // decode writes the original bytes of a sample stored as src with codec into dst, whose
-// length is the original size.
+// length is the original size, and nowhere else: dst is usually one slot of a batch buffer,
+// the next sample's slot (perhaps being filled by another goroutine) or the caller's memory
+// right behind it. The codec is given dst with its capacity cut to its length, so that no
+// decoder can use the bytes past the slot as scratch (the Zstandard decoder does when it
+// may), and what it returns must be dst itself, whole.
 func decode(codec byte, src, dst []byte) error {
+	slot := dst[:len(dst):len(dst)]
+	var out []byte
+	var err error
 	switch codec {
 	case codecRaw:
 		if len(src) != len(dst) {
 			return fmt.Errorf("%w: raw sample of %d bytes recorded as %d bytes", ErrCorrupt, len(src), len(dst))
 		}
-		copy(dst, src)
-		return nil
+		out = slot[:copy(slot, src)]
 	case codecLZ4:
-		n, err := lz4.UncompressBlock(src, dst)
-		if err != nil || n != len(dst) {
-			return fmt.Errorf("%w: LZ4 block of %d bytes does not decode to %d bytes", ErrCorrupt, len(src), len(dst))
+		// UncompressBlock bounds its writes by len(slot), never by its capacity.
+		var n int
+		n, err = lz4.UncompressBlock(src, slot)
+		if err == nil {
+			out = slot[:n]
 		}
-		return nil
 	case codecZstd:
-		return zstdDecode(src, dst)
+		out, err = zstdDecode(src, slot)
+	default:
+		return fmt.Errorf("%w: unknown codec %d in the extension record", ErrCorrupt, codec)
 	}
-	return fmt.Errorf("%w: unknown codec %d in the extension record", ErrCorrupt, codec)
+	if err != nil || !isWhole(out, dst) {
+		return fmt.Errorf("%w: %s sample of %d bytes does not decode to %d bytes",
+			ErrCorrupt, codecName(codec), len(src), len(dst))
+	}
+	return nil
+}
+
+// isWhole reports whether out is exactly dst: same start, same length.
+func isWhole(out, dst []byte) bool {
+	return len(out) == len(dst) && (len(out) == 0 || &out[0] == &dst[0])
+}
+
+func codecName(codec byte) string {
+	switch codec {
+	case codecLZ4:
+		return "LZ4"
+	case codecZstd:
+		return "Zstandard"
+	}
+	return "raw"
 }

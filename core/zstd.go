@@ -21,7 +21,9 @@ var (
 		return enc
 	})
 	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
-		dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0),
+		// WithDecodeAllCapLimit: a frame that would need more than the slot's capacity
+		// fails rather than being decoded into a new allocation.
+		dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecodeAllCapLimit(true),
 			zstd.WithDecoderMaxMemory(maxPackedSample), zstd.IgnoreChecksum(true))
 		if err != nil {
 			panic(err)
@@ -30,18 +32,14 @@ var (
 	})
 )
 
-// zstdDecode decodes the Zstandard frame src into dst, whose length is the recorded
-// original size. A frame that declares another size is refused before decoding; one that
-// declares none (the encoder omits it for inputs of a few hundred bytes) can make the
-// decoder allocate at most maxPackedSample.
-func zstdDecode(src, dst []byte) error {
+// zstdDecode decodes the Zstandard frame src into slot, whose length is the recorded
+// original size and whose capacity is no more (see decode), and returns what was decoded.
+// A frame that declares another size is refused before decoding; one that declares none
+// (the encoder omits it for inputs of a few hundred bytes) is bounded by the capacity.
+func zstdDecode(src, slot []byte) ([]byte, error) {
 	var h zstd.Header
-	if err := h.Decode(src); err != nil || (h.HasFCS && h.FrameContentSize != uint64(len(dst))) {
-		return fmt.Errorf("%w: Zstandard frame of %d bytes does not declare %d bytes", ErrCorrupt, len(src), len(dst))
+	if err := h.Decode(src); err != nil || (h.HasFCS && h.FrameContentSize != uint64(len(slot))) {
+		return nil, fmt.Errorf("%w: Zstandard frame of %d bytes does not declare %d bytes", ErrCorrupt, len(src), len(slot))
 	}
-	out, err := zstdDecoder().DecodeAll(src, dst[:0])
-	if err != nil || len(out) != len(dst) || (len(out) > 0 && &out[0] != &dst[0]) {
-		return fmt.Errorf("%w: Zstandard frame of %d bytes does not decode to %d bytes", ErrCorrupt, len(src), len(dst))
-	}
-	return nil
+	return zstdDecoder().DecodeAll(src, slot[:0])
 }

@@ -64,7 +64,9 @@ func newClient(opts Options) (*Client, error) {
 	if opts.Concurrency < 1 {
 		return nil, fmt.Errorf("concurrency %d is not positive", opts.Concurrency)
 	}
-	c := &Client{opts: opts, slots: make(chan struct{}, opts.Concurrency), signer: v4.NewSigner()}
+	// S3 signs the path escaped once, as sent (other AWS services escape it twice).
+	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
+	c := &Client{opts: opts, slots: make(chan struct{}, opts.Concurrency), signer: signer}
 	endpoint := opts.EndpointURL
 	custom := endpoint != ""
 	if !custom {
@@ -72,7 +74,7 @@ func newClient(opts Options) (*Client, error) {
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: endpoint %q is not an http(s) URL", ErrBadURL, endpoint)
+		return nil, fmt.Errorf("%w: endpoint %q is not an http(s) URL", ErrBadURL, withoutUserinfo(endpoint))
 	}
 	c.endpoint = u
 	c.virtualHosted = !custom
@@ -93,6 +95,19 @@ func newClient(opts Options) (*Client, error) {
 		ReadBufferSize:        64 << 10,
 	}}
 	return c, nil
+}
+
+// withoutUserinfo is a URL for messages: credentials written into it ("user:password@")
+// are left out, and so is all of a text that does not parse as a URL.
+func withoutUserinfo(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	if u.User != nil {
+		u.User = url.User("redacted")
+	}
+	return u.String()
 }
 
 // CloseIdle closes the idle connections of every client (for leak checks and tests).
@@ -193,7 +208,7 @@ func (c *Client) Stat(raw string) (size int64, etag string, err error) {
 	err = c.do(context.Background(), "HEAD", loc, func(ctx context.Context) (*http.Request, error) {
 		return c.request(ctx, http.MethodHead, loc, loc.url, nil, emptyHash)
 	}, func(resp *http.Response) error {
-		size, etag = resp.ContentLength, strings.Trim(resp.Header.Get("ETag"), `"`)
+		size, etag = resp.ContentLength, trimETag(resp.Header.Get("ETag"))
 		if size < 0 {
 			return fmt.Errorf("no Content-Length in the answer")
 		}
@@ -201,6 +216,9 @@ func (c *Client) Stat(raw string) (size int64, etag string, err error) {
 	})
 	return size, etag, err
 }
+
+// trimETag is an ETag header without its quotes.
+func trimETag(header string) string { return strings.Trim(header, `"`) }
 
 // request builds a signed request.
 func (c *Client) request(ctx context.Context, method string, loc *location, target string, body []byte, payloadHash string) (*http.Request, error) {

@@ -16,7 +16,23 @@ var (
 	// ErrUnsupported: an operation the URL's scheme cannot do (listing or writing over
 	// plain HTTP).
 	ErrUnsupported = errors.New("not supported")
+	// ErrChanged: the object was replaced since it was opened (its ETag is another, or
+	// the store refused a read conditional on the ETag seen at open).
+	ErrChanged = errors.New("the object changed since it was opened")
 )
+
+// changedError is ErrChanged with the ETags, and the errno a stale NFS file handle gets
+// (ESTALE), so that the C ABI reports it as the operating-system error it resembles.
+type changedError struct{ opened, now string }
+
+func (e *changedError) Error() string {
+	if e.now == "" {
+		return fmt.Sprintf("%v (a read conditional on its ETag %q failed)", ErrChanged, e.opened)
+	}
+	return fmt.Sprintf("%v (ETag %q when opened, %q now)", ErrChanged, e.opened, e.now)
+}
+
+func (e *changedError) Unwrap() []error { return []error{ErrChanged, syscall.ESTALE} }
 
 // statusError is an HTTP answer that is a failure.
 type statusError struct {
@@ -48,6 +64,10 @@ func opError(op, url string, err error) error {
 		case 404:
 			return &fs.PathError{Op: op, Path: url, Err: notFound{se}}
 		}
+	}
+	var ce *changedError
+	if errors.As(err, &ce) {
+		return &fs.PathError{Op: op, Path: url, Err: ce}
 	}
 	return fmt.Errorf("%s %s: %w", op, url, err)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 )
 
 // Schemes a path may start with to name a remote object; file:// names a local one.
@@ -45,25 +46,84 @@ type location struct {
 }
 
 func (c *Client) locate(raw string) (*location, error) {
+	loc, err := parseLocation(raw)
+	if err == nil && loc.s3 {
+		loc.url = c.objectURL(loc.bucket, loc.key, nil)
+	}
+	return loc, err
+}
+
+// CheckURL reports why raw names no object this package could reach (ErrBadURL), as any
+// request to it would, without making one.
+func CheckURL(raw string) error {
+	_, err := parseLocation(raw)
+	return err
+}
+
+// parseLocation reads a URL as a location; an S3 location's url is left to the client.
+func parseLocation(raw string) (*location, error) {
+	if len(raw) >= len(s3Scheme) && strings.EqualFold(raw[:len(s3Scheme)], s3Scheme) {
+		bucket, key, err := splitS3(raw)
+		if err != nil {
+			return nil, err
+		}
+		return &location{raw: raw, s3: true, bucket: bucket, key: key}, nil
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadURL, err)
+		// Neither the URL nor the parser's detail is quoted: either may hold a password
+		// (a password with a "/" is read as the host's port).
+		return nil, fmt.Errorf("%w: an http(s) URL that does not parse", ErrBadURL)
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "http", "https":
-		if u.Host == "" {
+		switch {
+		case u.User != nil:
+			// A URL names the file in every message, in fnames and in reprs: a password
+			// in it would be shown everywhere.
+			return nil, fmt.Errorf("%w: %s: URLs with credentials (user:password@) are not accepted", ErrBadURL,
+				withoutUserinfo(raw))
+		case u.Host == "":
 			return nil, fmt.Errorf("%w: %s has no host", ErrBadURL, raw)
 		}
 		return &location{raw: raw, url: raw}, nil
-	case "s3":
-		if u.Host == "" {
-			return nil, fmt.Errorf("%w: %s has no bucket", ErrBadURL, raw)
-		}
-		loc := &location{raw: raw, s3: true, bucket: u.Host, key: strings.TrimPrefix(u.Path, "/")}
-		loc.url = c.objectURL(loc.bucket, loc.key, nil)
-		return loc, nil
 	}
 	return nil, fmt.Errorf("%w: %s: scheme %q is not s3, http or https", ErrBadURL, raw, u.Scheme)
+}
+
+const (
+	s3Scheme     = "s3://"
+	maxS3KeySize = 1024 // bytes of UTF-8, S3's limit
+)
+
+// splitS3 splits an s3:// URL into its bucket and key. S3 keys are opaque strings, not URL
+// paths: the bucket runs to the first "/", and everything after that "/" is the key,
+// verbatim: "?", "#", "%" and "%2F" are characters of the key, never a query, a fragment
+// or an escape. A key is valid UTF-8 of at most 1024 bytes (S3's rules; NUL is refused
+// with every path); an empty key names the bucket's top level. A bucket is letters, digits,
+// ".", "-" and "_".
+func splitS3(raw string) (bucket, key string, err error) {
+	if len(raw) < len(s3Scheme) || !strings.EqualFold(raw[:len(s3Scheme)], s3Scheme) {
+		return "", "", fmt.Errorf("%w: %q is not an s3:// URL", ErrBadURL, raw)
+	}
+	bucket, key, _ = strings.Cut(raw[len(s3Scheme):], "/")
+	switch {
+	case bucket == "":
+		return "", "", fmt.Errorf("%w: %s has no bucket", ErrBadURL, raw)
+	case strings.IndexFunc(bucket, notBucketRune) >= 0:
+		// Not quoted: "s3://user:password@bucket/…" lands here.
+		return "", "", fmt.Errorf("%w: the bucket of an s3:// URL holds a character buckets cannot "+
+			"(they are letters, digits, '.', '-' and '_')", ErrBadURL)
+	case !utf8.ValidString(key):
+		return "", "", fmt.Errorf("%w: the key of %q is not valid UTF-8", ErrBadURL, raw)
+	case len(key) > maxS3KeySize:
+		return "", "", fmt.Errorf("%w: the key of %s is %d bytes, more than S3's %d", ErrBadURL, raw, len(key), maxS3KeySize)
+	}
+	return bucket, key, nil
+}
+
+func notBucketRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_')
 }
 
 // objectURL is the HTTP URL of an S3 key (empty key: the bucket) with a query.

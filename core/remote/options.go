@@ -2,8 +2,10 @@ package remote
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -76,10 +78,45 @@ func ParseOptions(text string) (Options, error) {
 		dec := json.NewDecoder(strings.NewReader(text))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&o); err != nil {
-			return o, fmt.Errorf("storage options %s: %w", text, err)
+			return o, optionsError(err)
 		}
 	}
 	return o, o.withDefaults()
+}
+
+// optionsError describes why options did not parse without quoting them: they carry the
+// environment's AWS_* variables, secrets among them, and a value given for the wrong option
+// may be one too. Only option names and JSON types are named.
+func optionsError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		kind, _, _ := strings.Cut(typeErr.Value, " ") // "number 1.5": the type, not the value
+		return fmt.Errorf("storage option %s must be a JSON %s, not a %s", typeErr.Field, jsonKind(typeErr.Type), kind)
+	case errors.As(err, &syntaxErr):
+		return fmt.Errorf("storage options are not valid JSON (at byte %d)", syntaxErr.Offset)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Errorf("storage options: %w", err) // names the field only
+	}
+	return errors.New("storage options are not a JSON object of options")
+}
+
+// jsonKind is what JSON value a Go type is read from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int64:
+		return "integer"
+	case reflect.Float64:
+		return "number"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "object"
 }
 
 func (o *Options) withDefaults() error {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/ffrecord/ffrecord/core/internal/parallel"
@@ -43,6 +44,10 @@ type Object struct {
 	c        *Client
 	loc      *location
 	observer Observer
+	// etag is the ETag Stat saw: every later read asks for that version of the object
+	// (If-Match) and checks the answer's ETag, so that an object replaced after it was
+	// opened is never read as the old one. Empty: the store sent none; nothing is checked.
+	etag string
 }
 
 // Observer counts an object's requests (each attempt, and whether it retries a failed
@@ -72,11 +77,15 @@ func (c *Client) Object(raw string) (*Object, error) {
 	return &Object{c: c, loc: loc}, nil
 }
 
-// Stat returns the object's size and ETag.
+// Stat returns the object's size and ETag, and pins that ETag for the reads that follow.
+// It must not run concurrently with ReadRanges.
 func (o *Object) Stat() (int64, string, error) {
 	size, etag, err := o.c.Stat(o.loc.raw)
 	if o.observer != nil {
 		o.observer.Request(false)
+	}
+	if err == nil {
+		o.etag = etag
 	}
 	return size, etag, err
 }
@@ -89,6 +98,22 @@ func (o *Object) ReadSpan(s Span) error {
 	}
 	return o.read(&request{off: s.Off, end: s.Off + int64(len(s.Buf)),
 		pieces: []piece{{span: 0, off: s.Off, buf: s.Buf}}})
+}
+
+// pin makes req conditional on the ETag seen at open. A weak ETag (W/"…") cannot be: If-Match
+// compares strongly and would always fail; the answer's ETag is still compared.
+func (o *Object) pin(req *http.Request) {
+	if o.etag != "" && !strings.HasPrefix(o.etag, "W/") {
+		req.Header.Set("If-Match", `"`+o.etag+`"`)
+	}
+}
+
+// checkETag refuses an answer from another version of the object than the one opened.
+func (o *Object) checkETag(resp *http.Response) error {
+	if now := trimETag(resp.Header.Get("ETag")); o.etag != "" && now != "" && now != o.etag {
+		return &changedError{opened: o.etag, now: now}
+	}
+	return nil
 }
 
 // piece is a part of a span, as one request reads it.
@@ -194,9 +219,13 @@ func (o *Object) read(r *request) error {
 		req, err := o.c.request(ctx, http.MethodGet, o.loc, o.loc.url, nil, emptyHash)
 		if err == nil {
 			req.Header.Set("Range", rangeHeader)
+			o.pin(req)
 		}
 		return req, err
 	}, func(resp *http.Response) error {
+		if err := o.checkETag(resp); err != nil {
+			return err
+		}
 		counted := &countingReader{r: resp.Body}
 		defer func() {
 			if o.observer != nil {
@@ -234,6 +263,10 @@ func (o *Object) read(r *request) error {
 		}
 		return nil
 	})
+	var se *statusError
+	if errors.As(err, &se) && se.code == http.StatusPreconditionFailed {
+		err = opError("GET", o.loc.raw, &changedError{opened: o.etag})
+	}
 	if err != nil {
 		return &SpanError{Index: r.pieces[0].span, Off: r.off, End: r.end, Err: err}
 	}

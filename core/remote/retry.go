@@ -73,7 +73,7 @@ func (c *Client) attempt(ctx context.Context, build func(context.Context) (*http
 		return &statusError{code: resp.StatusCode, body: string(body)}, retryable(resp.StatusCode)
 	}
 	if err := handle(resp); err != nil {
-		return err, true
+		return err, !errors.Is(err, ErrChanged) // a replaced object stays replaced
 	}
 	return nil, false
 }

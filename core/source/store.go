@@ -45,10 +45,11 @@ type Store struct {
 	verified map[fileID]bool // chunk files whose CRC-32 this process checked
 }
 
-// fileID identifies a file's content on disk: a chunk replaced by rename has another.
+// fileID identifies a chunk file on disk: a chunk replaced by rename has another. (Not its
+// times: reading a chunk touches its modification time, for LRU.)
 type fileID struct {
 	dev, ino uint64
-	ctime    int64
+	size     int64
 }
 
 // trailerSize is the bytes after a chunk's data: its CRC-32 and the magic.
@@ -211,13 +212,16 @@ func (s *Store) open(path string, n int64) *chunk {
 		_ = f.Close()
 		return nil
 	}
-	if st.Size != n+trailerSize || !s.check(f, fileID{uint64(st.Dev), st.Ino, st.Ctim.Nano()}, n) {
+	id := fileID{uint64(st.Dev), st.Ino, st.Size}
+	if st.Size != n+trailerSize || !s.check(f, id, n) {
+		s.forgetID(id)
 		_ = os.Remove(path)
 		_ = f.Close()
 		return nil
 	}
-	now := time.Now()
-	_ = os.Chtimes(path, now, now) // recency for LRU eviction
+	if now := time.Now(); now.Sub(time.Unix(st.Mtim.Unix())) > time.Second {
+		_ = os.Chtimes(path, now, now) // recency for LRU eviction
+	}
 	return &chunk{f: f}
 }
 
@@ -247,7 +251,19 @@ func (s *Store) check(f *os.File, id fileID, n int64) bool {
 
 // forget deletes the cached chunk called name (found damaged by a sample's CRC-32).
 func (s *Store) forget(name string) {
-	_ = os.Remove(filepath.Join(s.dir, name))
+	path := filepath.Join(s.dir, name)
+	var st unix.Stat_t
+	if unix.Stat(path, &st) == nil {
+		s.forgetID(fileID{uint64(st.Dev), st.Ino, st.Size})
+	}
+	_ = os.Remove(path)
+}
+
+// forgetID drops a file from the checked ones: its inode may come back with other bytes.
+func (s *Store) forgetID(id fileID) {
+	s.mu.Lock()
+	delete(s.verified, id)
+	s.mu.Unlock()
 }
 
 // lockFile opens path (creating it when it is a .lock file) and flocks it.

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import CorruptFileError, FFRecordWarning
+from .errors import CorruptFileError, FFRecordWarning, ObjectChangedError
 from .fileio import checkFsAlign
 from .reader import BadSample, FileInfo, FileReader
 from .writer import FileWriter
@@ -37,6 +37,7 @@ __all__ = [
     "FileInfo",
     "FileReader",
     "FileWriter",
+    "ObjectChangedError",
     "PackedFolder",
     "__version__",
     "checkFsAlign",

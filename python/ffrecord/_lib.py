@@ -31,7 +31,7 @@ from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint32, c_ui
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
-from .errors import E_IO, E_NOTFOUND, E_SHORTBUF, exception_for
+from .errors import E_IO, E_NOTFOUND, E_SHORTBUF, exception_for, os_exception_for
 
 LIBRARY_ENV = "FFRECORD_LIBRARY"
 LIBRARY_NAME = "libffrecord.so"
@@ -91,6 +91,7 @@ _SIGNATURES: dict[str, list[type]] = {
                                 POINTER(c_int64)],
     "ffr_upload": [c_char_p, c_char_p, c_char_p],
     "ffr_remove": [c_char_p, c_char_p],
+    "ffr_check_url": [c_char_p],
     "ffr_fetch_text": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_list": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_reader_len": [c_int64, _u64p],
@@ -179,7 +180,8 @@ def error_for(status: int) -> Exception:
         errno = c_int32()
         _, path = _fetch_text(dll.ffr_oserror, ctypes.byref(errno))
         if errno.value:
-            return OSError(errno.value, message, os.fsdecode(path) if path else None)
+            return os_exception_for(errno.value)(errno.value, message,
+                                                 os.fsdecode(path) if path else None)
     return exception_for(status)(message)
 
 

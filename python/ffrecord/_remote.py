@@ -54,8 +54,18 @@ def local_path(path: Any) -> Any:
     return urllib.parse.unquote(parsed.path)
 
 
+def check_url(url: str) -> None:
+    """``ValueError`` unless the core reads ``url`` as a well-formed remote URL (no request
+    is made): the rules of ``s3://`` keys and of credentials in URLs live there.
+
+    >>> check_url("s3://bucket/results?v2.ffr")
+    """
+    _lib.check(_lib.current().dll.ffr_check_url(url.encode()))
+
+
 def check_writable(url: str) -> None:
     """``ValueError`` unless ``url`` is a place objects can be written (``s3://``)."""
+    check_url(url)
     if not url[:5].lower() == "s3://":
         raise ValueError(f"{url}: only s3:// URLs can be written (HTTP is read only)")
 
@@ -154,18 +164,20 @@ def join(prefix: str, name: str) -> str:
 class Staging:
     """A private local directory where a file bound for ``url`` is written before upload.
 
-    >>> s = Staging("s3://bucket/data/part.ffr")
+    The staged file's name is fixed, not the key's last segment: a key may hold up to 1024
+    bytes and any character, a local file name at most 255 bytes and no "/".
+
+    >>> s = Staging("s3://bucket/data/" + "p" * 1000 + ".ffr")
     >>> os.path.basename(s.path)
-    'part.ffr'
+    'staged.ffr'
     >>> s.discard(); os.path.exists(s.path)
     False
     """
 
     def __init__(self, url: str) -> None:
         check_writable(url)
-        name = url.rstrip("/").rsplit("/", 1)[-1]
         self.dir = tempfile.mkdtemp(prefix="ffrecord-upload-")
-        self.path = os.path.join(self.dir, name)
+        self.path = os.path.join(self.dir, "staged.ffr")
 
     def discard(self) -> None:
         """Removes the staged file and its directory."""

@@ -12,6 +12,8 @@ True
 
 from __future__ import annotations
 
+import errno as _errno
+
 OK = 0
 E_INVALID = -1
 E_INDEX = -2
@@ -33,6 +35,15 @@ class CorruptFileError(ValueError):
     """
 
 
+class ObjectChangedError(OSError):
+    """A remote object was replaced after it was opened: its samples are not read as the old
+    object's. Reopen the reader to read the new object.
+
+    An ``OSError`` with errno ``ESTALE``, as a stale NFS file handle is: the file opened is
+    no longer there.
+    """
+
+
 class FFRecordWarning(UserWarning):
     """A file is readable but not as it should be (e.g. a legacy zero metadata checksum)."""
 
@@ -49,6 +60,21 @@ _EXCEPTIONS: dict[int, type[Exception]] = {
     E_SHORTBUF: ValueError,
     E_INTERNAL: RuntimeError,
 }
+
+
+# Operating-system errors that get a class of their own beyond what ``OSError(errno, …)``
+# picks (``FileNotFoundError``, ``PermissionError``, ...).
+_OS_EXCEPTIONS: dict[int, type[OSError]] = {_errno.ESTALE: ObjectChangedError}
+
+
+def os_exception_for(errno: int) -> type[OSError]:
+    """The exception class for an operating-system error number (``OSError`` by default,
+    which picks Python's own subclass for the errno).
+
+    >>> os_exception_for(_errno.ESTALE) is ObjectChangedError
+    True
+    """
+    return _OS_EXCEPTIONS.get(errno, OSError)
 
 
 def exception_for(status: int) -> type[Exception]:

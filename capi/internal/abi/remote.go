@@ -31,6 +31,19 @@ func Upload(path, url, options unsafe.Pointer) (status int32) {
 	return StatusOK
 }
 
+// CheckURL implements ffr_check_url.
+func CheckURL(url unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_check_url"
+	if url == nil {
+		return failf(StatusInvalid, fn+": url is NULL")
+	}
+	if err := remote.CheckURL(cString(url)); err != nil {
+		return fail(err)
+	}
+	return StatusOK
+}
+
 // Remove implements ffr_remove.
 func Remove(url, options unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
