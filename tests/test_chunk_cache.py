@@ -245,3 +245,27 @@ def test_cache_over_s3_and_a_new_etag(bucket, tmp_path):
     with FileReader(url, storage_options=opts, cache_dir=cache, chunk_size=CHUNK) as r:
         assert [s.tobytes() for s in r.read(range(32))] == newer
         assert r.stats()["cache_hits"] == 0
+
+
+def test_processes_reading_the_same_chunks_download_each_once(tmp_path):
+    samples = samples_of(256, size=4096)
+    data = write(tmp_path / "d.ffr", samples)
+    cache = tmp_path / "cache"
+    with RangeServer({"/d.ffr": data}, latency=0.005) as srv:
+        url = srv.url + "/d.ffr"
+        with FileReader(url, cache_dir=cache) as r:
+            header = r.file_info(0).header_bytes
+            chunks = len(r.chunk_bounds(32 << 10)) - 1
+        code = textwrap.dedent(f"""
+            import numpy as np, sys
+            from ffrecord import FileReader
+            r = FileReader({url!r}, cache_dir={str(cache)!r}, chunk_size={32 << 10})
+            for batch in np.array_split(np.random.default_rng(int(sys.argv[1])).permutation(256), 16):
+                r.read(batch)
+        """)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        start = len(srv.log)
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(k)], env=env) for k in range(4)]
+        assert all(p.wait(120) == 0 for p in procs)
+        data_gets = [s for _, s, _ in srv.log[start:] if s >= header]
+        assert sorted(data_gets) == sorted(set(data_gets)) and len(data_gets) == chunks
