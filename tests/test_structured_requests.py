@@ -55,7 +55,7 @@ def test_an_epoch_makes_at_most_one_get_per_datapoint(served):
 def test_with_the_cache_an_epoch_makes_one_get_per_chunk(served, tmp_path):
     srv, url, images = served
     opts = {"cache_dir": str(tmp_path / "cache"), "chunk_size": 64 * IMAGE}
-    with DatasetReader(url, storage_options=opts) as reader:
+    with DatasetReader(url, cache_dir=tmp_path / "cache", chunk_size=64 * IMAGE) as reader:
         chunks = len(reader.field_reader("image").chunk_bounds(64 * IMAGE)) - 1
         before = data_gets(srv)
         for idx, rows in epoch(reader):

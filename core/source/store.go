@@ -25,7 +25,8 @@ import (
 //     (trailer). It appears by rename, whole, or not at all.
 //   - Downloading a chunk holds an exclusive flock on chunks/NAME.lock, so that one process
 //     downloads it while the others wait and then read it. The kernel drops the lock of a
-//     process that dies.
+//     process that dies. Lock files (empty) are never deleted: deleting one that another
+//     process has just opened would let two processes download the same chunk.
 //   - The download is written to chunks/.tmp-LEN-*, itself held under an exclusive flock:
 //     one found unlocked was left by a dead process, and is deleted.
 //   - Reading a chunk holds a shared flock on it; eviction takes the exclusive lock without
@@ -325,8 +326,6 @@ func (s *Store) reserve(n int64, stats *Stats) (*os.File, error) {
 				used += info.Size()
 				chunks = append(chunks, cachedFile{name, info.Size(), info.ModTime()})
 			}
-		case strings.HasSuffix(name, ".chunk.lock"):
-			s.dropIdleLock(name)
 		}
 	}
 	need := n + trailerSize
@@ -372,21 +371,6 @@ func (s *Store) liveDownload(name string) int64 {
 		return 0
 	}
 	return size
-}
-
-// dropIdleLock deletes a chunk's download lock that nobody holds. (A process that opened it
-// just before may then download the chunk at the same time as another: the same bytes,
-// renamed into place twice, which is harmless.)
-func (s *Store) dropIdleLock(name string) {
-	path := filepath.Join(s.dir, name)
-	f, err := os.Open(path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	if tryLock(f) {
-		_ = os.Remove(path)
-	}
 }
 
 // evict deletes a chunk unless it is in use.

@@ -147,7 +147,10 @@ class DatasetReader(Readable):
     alone. The reader is safe to share between threads, survives ``fork()``, and pickles by
     directory and options (decoders must then be picklable: module-level functions).
     ``directory`` may be a URL (``s3://bucket/ds/``, ``https://…/ds``) with
-    ``storage_options`` as for ``FileReader``: the spec and fields are read from there.
+    ``storage_options`` as for ``FileReader``: the spec and fields are read from there (and
+    ``cache_dir=``, ``cache_limit=``, ``chunk_size=`` as for ``FileReader``). Remote, small
+    fixed-size fields (labels, ids) are held in memory after one whole read, and a batch's
+    other fields are read by one call.
 
     >>> import tempfile, os
     >>> from ffrecord.dataset import DatasetWriter
@@ -163,7 +166,9 @@ class DatasetReader(Readable):
 
     def __init__(self, directory: Any, decoders: Mapping[str, Callable] | None = None,
                  cache_keys: Any = (), *, check_data: bool = True,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None, cache_dir: Any = None,
+                 cache_limit: int | None = None, chunk_size: int | None = None) -> None:
+        storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
         self._readers: dict[str, FileReader] = {}
         self.storage_options = storage_options
         self.directory = _remote.as_path(directory, storage_options)
@@ -551,7 +556,10 @@ class ShardedDatasetReader(Routed):
 
     def __init__(self, directory: Any, decoders: Mapping[str, Callable] | None = None,
                  shardstart: int = 0, shardstep: int = 1, cache_keys: Any = (), *,
-                 check_data: bool = True, storage_options: dict[str, Any] | None = None) -> None:
+                 check_data: bool = True, storage_options: dict[str, Any] | None = None,
+                 cache_dir: Any = None, cache_limit: int | None = None,
+                 chunk_size: int | None = None) -> None:
+        storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
         self.directory = _remote.as_path(directory, storage_options)
         self.storage_options = storage_options
         self.decoders, self.cache_keys, self.check_data = decoders, tuple(cache_keys), check_data
