@@ -269,3 +269,22 @@ def test_processes_reading_the_same_chunks_download_each_once(tmp_path):
         assert all(p.wait(120) == 0 for p in procs)
         data_gets = [s for _, s, _ in srv.log[start:] if s >= header]
         assert sorted(data_gets) == sorted(set(data_gets)) and len(data_gets) == chunks
+
+
+def test_prefetch_downloads_chunks_ahead_and_counters_see_retries(served, tmp_path):
+    srv, url, samples = served
+    with cached(url, tmp_path / "cache", cache_limit=10 * (CHUNK + 12)) as r:
+        assert r.prefetch(range(0, 64, 4)) == 8  # room for 8 chunks beside the 2 being read
+        deadline = time.monotonic() + 30
+        while r.stats()["prefetched"] < 8 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert r.stats()["prefetched"] == 8
+        gets = srv.gets["/d.ffr"]
+        assert [s.tobytes() for s in r.read(range(64))] == samples
+        assert srv.gets["/d.ffr"] == gets  # every chunk was there already
+        assert r.prefetch(range(64)) == 0  # nothing left to fetch
+    with FileReader(url) as r:
+        srv.inject(503)
+        r.read([5])
+        st = r.stats()
+        assert st["retries"] == 1 and st["requests"] >= 3  # HEAD, the failed GET, its retry
