@@ -174,24 +174,19 @@ func (o *Options) timeout() time.Duration {
 	return time.Duration(o.Timeout * float64(time.Second))
 }
 
-func (o *Options) coalesceGap() int64 {
-	switch o.CoalesceGap {
-	case 0:
-		return DefaultCoalesceGap
-	case -1:
-		return 0
-	}
-	return o.CoalesceGap
-}
+func (o *Options) coalesceGap() int64 { return gap(o.CoalesceGap, DefaultCoalesceGap) }
 
-func (o *Options) mergeGap() int64 {
-	switch o.MergeGap {
+func (o *Options) mergeGap() int64 { return gap(o.MergeGap, DefaultMergeGap) }
+
+// gap reads a gap option: 0 is the default, -1 never (no gap).
+func gap(option, byDefault int64) int64 {
+	switch option {
 	case 0:
-		return DefaultMergeGap
+		return byDefault
 	case -1:
 		return 0
 	}
-	return o.MergeGap
+	return option
 }
 
 func (o *Options) retries() int {
