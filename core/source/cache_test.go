@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -305,7 +306,7 @@ func TestPrefetchDownloadsAheadWithinRoom(t *testing.T) {
 		t.Fatalf("prefetch started %d chunks, room for 3", n)
 	}
 	for c.prefetching.Load() != 0 {
-		runtimeYield()
+		runtime.Gosched()
 	}
 	if stats.Prefetched.Load() != 3 || len(chunkFiles(t, dir)) != 3 {
 		t.Fatalf("prefetched %d, cached %d", stats.Prefetched.Load(), len(chunkFiles(t, dir)))

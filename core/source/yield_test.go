@@ -1,5 +1,0 @@
-package source
-
-import "runtime"
-
-func runtimeYield() { runtime.Gosched() }
