@@ -13,6 +13,7 @@ b'234'
 from __future__ import annotations
 
 import collections
+import json
 import re
 import socket
 import threading
@@ -22,6 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+#: A GET of this path answers the counters as JSON (``gets`` per path, ``bytes``, ``requests``).
+STATS_PATH = "/__stats"
 #: Faults that ``RangeServer.inject`` accepts: an HTTP status, or one of these.
 FAULTS = ("reset", "truncate", "stall", "corrupt")
 
@@ -30,15 +33,22 @@ class RangeServer:
     """Serves ``objects`` (path → bytes) on ``127.0.0.1``: ``HEAD`` and ``GET`` with one
     byte range, an ``ETag`` of the content (``If-Match`` honoured), keep-alive connections,
     ``latency`` seconds before each answer, and faults injected one request at a time
-    (``inject``) or for every request (``always``). ``requests`` counts requests and
-    ``peak`` the most in flight at once.
+    (``inject``) or for every request (``always``; ``always_get`` for GETs only).
+    ``requests`` counts requests, ``gets`` the GETs of each path, ``log`` lists them,
+    ``bytes_sent`` counts their body bytes, and ``peak`` the most in flight at once;
+    ``ignore_range`` answers every GET with the whole object, as some servers do.
     """
 
     def __init__(self, objects: dict[str, bytes] | None = None, latency: float = 0.0) -> None:
         self.objects = dict(objects or {})
         self.latency = latency
         self.always: str | int | None = None
+        self.always_get: str | int | None = None  # a fault for every GET (HEADs answered)
         self.requests = 0
+        self.gets: collections.Counter[str] = collections.Counter()
+        self.log: list[tuple[str, int, int]] = []  # (path, start, end) of every GET answered
+        self.bytes_sent = 0
+        self.ignore_range = False
         self.peak = 0
         self._faults: collections.deque[str | int] = collections.deque()
         self._in_flight = 0
@@ -81,12 +91,14 @@ class RangeServer:
     def __repr__(self) -> str:
         return f"RangeServer({self.url}, {len(self.objects)} objects, latency={self.latency})"
 
-    def _begin(self) -> str | int | None:
+    def _begin(self, head: bool) -> str | int | None:
         with self._lock:
             self.requests += 1
             self._in_flight += 1
             self.peak = max(self.peak, self._in_flight)
-            return self._faults.popleft() if self._faults else self.always
+            if self._faults:
+                return self._faults.popleft()
+            return self.always if head or self.always_get is None else self.always_get
 
     def _end(self) -> None:
         with self._lock:
@@ -127,7 +139,7 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
             self._answer(head=False)
 
         def _answer(self, head: bool) -> None:
-            fault = server._begin()
+            fault = server._begin(head)
             try:
                 if server.latency:
                     time.sleep(server.latency)
@@ -147,7 +159,17 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
             if isinstance(fault, int):
                 self._status(fault, head)
                 return
-            data = server.objects.get(self.path.split("?", 1)[0])
+            path = self.path.split("?", 1)[0]
+            if path == STATS_PATH:  # the counters, for a benchmark driving the server from afar
+                with server._lock:
+                    body = json.dumps({"gets": dict(server.gets), "bytes": server.bytes_sent,
+                                       "requests": server.requests}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            data = server.objects.get(path)
             if data is None:
                 self._status(404, head)
                 return
@@ -157,7 +179,7 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
                 return
             start, end, code = 0, len(data), 200
             match = _RANGE.match(self.headers.get("Range", ""))
-            if match:
+            if match and not server.ignore_range:
                 start = int(match[1])
                 end = min(len(data), int(match[2]) + 1) if match[2] else len(data)
                 code = 206
@@ -171,6 +193,10 @@ def _handler_for(server: RangeServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if head:
                 return
+            with server._lock:
+                server.gets[path] += 1
+                server.bytes_sent += len(body)
+                server.log.append((path, start, end))
             if fault == "truncate":
                 self.wfile.write(body[: len(body) // 2])
                 self.close_connection = True

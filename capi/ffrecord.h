@@ -202,6 +202,30 @@ int32_t ffr_reader_fname(int64_t handle, uint64_t i, char *buf, size_t len, size
  * ffr_reader_nfiles gives; entries beyond that are left alone. */
 int32_t ffr_reader_file_counts(int64_t handle, uint64_t *counts, uint64_t nfiles);
 
+/* The chunk rule (core/chunks.go): chunks are runs of consecutive samples of one file; a
+ * new chunk starts when the next sample would push the chunk's stored bytes over
+ * chunk_size (a larger sample is a chunk of its own). Fills bounds[0 .. capacity) with the
+ * dataset-wide index of each chunk's first sample, then the number of samples; *needed is
+ * how many values that is (FFR_E_SHORTBUF, bounds untouched, when capacity is smaller).
+ * FFR_E_INVALID for chunk_size 0. */
+int32_t ffr_reader_chunk_bounds(int64_t handle, uint64_t chunk_size, uint64_t *bounds,
+                                uint64_t capacity, uint64_t *needed);
+
+/* Counters of the reader since it was opened, into stats[0 .. min(n, FFR_STAT_FIELDS)),
+ * indexed by FFR_STAT_*: requests sent to object storage (retries included), body bytes
+ * received, retries, chunk-cache hits, misses, evictions made, chunks read uncached for
+ * want of room, and chunks downloaded ahead (ffr_reader_prefetch). */
+#define FFR_STAT_REQUESTS   0
+#define FFR_STAT_BYTES      1
+#define FFR_STAT_RETRIES    2
+#define FFR_STAT_HITS       3
+#define FFR_STAT_MISSES     4
+#define FFR_STAT_EVICTIONS  5
+#define FFR_STAT_BYPASSED   6
+#define FFR_STAT_PREFETCHED 7
+#define FFR_STAT_FIELDS     8
+int32_t ffr_reader_stats(int64_t handle, int64_t *stats, uint64_t n);
+
 /* Warnings raised at open (e.g. a legacy file whose metadata checksum is 0), one per line,
  * copied like ffr_reader_fname. Empty when there are none. */
 int32_t ffr_reader_warnings(int64_t handle, char *buf, size_t len, size_t *needed);
@@ -218,8 +242,9 @@ int32_t ffr_reader_sizes(int64_t handle, const uint64_t *indices, uint64_t n, ui
 int32_t ffr_reader_read_batch(int64_t handle, const uint64_t *indices, uint64_t n, void *dst,
                               uint64_t dst_len, uint64_t *sizes);
 
-/* Starts bringing samples indices[0..n) into the page cache and returns without waiting
- * for them (a hint for a later ffr_reader_read_batch of them, such as a loader worker's next
+/* Starts bringing samples indices[0..n) into the page cache (remote files read through
+ * the chunk cache: starts downloading their chunks, as many as the cache has room for)
+ * and returns without waiting for them (a hint for a later ffr_reader_read_batch of them, such as a loader worker's next
  * batch); *queued receives the number of reads queued. Fails only with FFR_E_INDEX for an
  * index out of range or on a closed handle; queues nothing (0) for a reader opened with
  * FFR_DIRECT, for samples that a few probes find cached already, or while several earlier

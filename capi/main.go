@@ -148,6 +148,16 @@ func ffr_reader_file_counts(handle C.int64_t, counts *C.uint64_t, nfiles C.uint6
 	return C.int32_t(abi.ReaderFileCounts(int64(handle), unsafe.Pointer(counts), uint64(nfiles)))
 }
 
+//export ffr_reader_chunk_bounds
+func ffr_reader_chunk_bounds(handle C.int64_t, chunkSize C.uint64_t, bounds *C.uint64_t, capacity C.uint64_t, needed *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderChunkBounds(int64(handle), uint64(chunkSize), unsafe.Pointer(bounds), uint64(capacity), unsafe.Pointer(needed)))
+}
+
+//export ffr_reader_stats
+func ffr_reader_stats(handle C.int64_t, stats *C.int64_t, n C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderStats(int64(handle), unsafe.Pointer(stats), uint64(n)))
+}
+
 //export ffr_reader_warnings
 func ffr_reader_warnings(handle C.int64_t, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
 	return C.int32_t(abi.ReaderWarnings(int64(handle), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))

@@ -3,6 +3,8 @@ package core
 import (
 	"sort"
 
+	"github.com/ffrecord/ffrecord/core/source"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -20,6 +22,10 @@ const maxPrefetching = 4
 // nothing for a reader in Direct mode (its reads bypass the page cache), for samples that
 // a few probes find cached already, or while maxPrefetching earlier prefetches of the
 // reader still run. Close waits for the running ones.
+//
+// For remote files read through the chunk cache, Prefetch is the download-ahead: it starts
+// downloading the chunks holding the samples (those not cached yet, as many as the cache
+// has room for beside the chunks being read) and returns how many it started.
 //
 // It returns how many reads it queued: 0 when it did nothing.
 func (r *Reader) Prefetch(indices []uint64) (int, error) {
@@ -45,7 +51,11 @@ func (r *Reader) Prefetch(indices []uint64) (int, error) {
 		}
 		return nil
 	})
-	if err != nil || r.opts.Direct || r.remote || len(spans) == 0 || cachedSpans(spans) {
+	if err == nil && r.remote {
+		r.mu.RUnlock()
+		return downloadAhead(spans), nil
+	}
+	if err != nil || r.opts.Direct || len(spans) == 0 || cachedSpans(spans) {
 		r.mu.RUnlock()
 		return 0, err
 	}
@@ -61,6 +71,26 @@ func (r *Reader) Prefetch(indices []uint64) (int, error) {
 		readahead(spans)
 	}()
 	return len(spans), nil
+}
+
+// downloadAhead starts downloading the chunks holding the spans of remote files read
+// through the chunk cache (those not cached yet, as many as the cache has room for) and
+// returns how many chunks it started; without a cache it does nothing.
+func downloadAhead(spans []prefetchSpan) int {
+	byFile := map[*source.Cached][]int64{}
+	for _, s := range spans {
+		if s.file.remote == nil {
+			continue
+		}
+		if c, ok := s.file.remote.src.(*source.Cached); ok {
+			byFile[c] = append(byFile[c], int64(s.off))
+		}
+	}
+	started := 0
+	for c, offsets := range byFile {
+		started += c.Prefetch(offsets)
+	}
+	return started
 }
 
 // prefetchSpan is stored bytes [off, end) of a file.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ffrecord/ffrecord/core/remote"
+	"github.com/ffrecord/ffrecord/core/source"
 )
 
 // ReaderOptions tune a Reader.
@@ -37,6 +38,7 @@ type Reader struct {
 	starts   []uint64 // starts[k] is the global index of file k's first sample; one extra: Len
 	warnings []string
 	remote   bool // some file is read over the network
+	stats    source.Stats
 
 	metadataChecks sync.Map // file index -> metadataResult, by metadataError
 	window         mappedWindow
@@ -55,7 +57,7 @@ func Open(paths []string, opts ReaderOptions) (*Reader, error) {
 	}
 	r := &Reader{opts: opts, starts: make([]uint64, 1, len(names)+1)}
 	for _, name := range names {
-		f, warnings, err := openFile(name, opts)
+		f, warnings, err := openFile(name, opts, &r.stats)
 		if err != nil {
 			r.closeFiles()
 			return nil, err

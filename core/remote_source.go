@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/ffrecord/ffrecord/core/remote"
+	"github.com/ffrecord/ffrecord/core/source"
 	"github.com/klauspost/crc32"
 	"golang.org/x/sys/unix"
 )
@@ -16,11 +17,10 @@ import (
 // Its data is a private anonymous mapping as large as the object, an image of it in which
 // only the header (and the last sample, when it may be an extension record) are present:
 // the format's code reads the header in place as it reads a local file's mapping, and
-// untouched pages of the image cost nothing. Sample data is fetched per batch, by range
-// requests, into the caller's buffer.
+// untouched pages of the image cost nothing. Sample data is read per batch from src (the
+// object, under the node's chunk cache when there is one) into the caller's buffer.
 type remoteFile struct {
-	obj  *remote.Object
-	etag string
+	src source.Source
 }
 
 // firstFetch is how much of an object the first request asks for: the whole header of
@@ -28,21 +28,14 @@ type remoteFile struct {
 const firstFetch = 1 << 20
 
 // openRemoteFile opens the object at url: its size and ETag, its header (from the cache
-// when there), then the checks openDataFile makes of a local file.
-func openRemoteFile(url string, opts ReaderOptions) (_ *dataFile, warnings []string, err error) {
-	client, err := remote.For(opts.Remote)
+// when there), then the checks openDataFile makes of a local file. With a cache directory,
+// sample data is then read through the chunk cache.
+func openRemoteFile(url string, opts ReaderOptions, stats *source.Stats) (_ *dataFile, warnings []string, err error) {
+	src, err := source.Open(url, opts.Remote, stats)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, nil, invalidOptions(err)
 	}
-	obj, err := client.Object(url)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	size, etag, err := obj.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	f := &dataFile{path: url, fd: -1, directFd: -1, size: uint64(size), remote: &remoteFile{obj: obj, etag: etag}}
+	f := &dataFile{path: url, fd: -1, directFd: -1, size: uint64(src.Size()), remote: &remoteFile{src: src}}
 	defer func() {
 		if err != nil {
 			f.close()
@@ -56,7 +49,7 @@ func openRemoteFile(url string, opts ReaderOptions) (_ *dataFile, warnings []str
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: mapping an image of %d bytes: %w", url, f.size, err)
 	}
-	cache := headerCache{dir: opts.Remote.CacheDir, url: url, etag: etag, size: f.size}
+	cache := headerCache{dir: opts.Remote.CacheDir, url: url, etag: src.Version(), size: f.size}
 	if !cache.load(f.data) {
 		if err := f.fetchHeader(); err != nil {
 			return nil, nil, err
@@ -67,7 +60,41 @@ func openRemoteFile(url string, opts ReaderOptions) (_ *dataFile, warnings []str
 	if err := withFaultGuard(where, func() error { return f.parseHeader(opts.CheckData, &warnings) }); err != nil {
 		return nil, nil, err
 	}
+	if err := withFaultGuard(where, func() error { return f.useChunkCache(opts.Remote, stats) }); err != nil {
+		return nil, nil, err
+	}
 	return f, warnings, nil
+}
+
+// useChunkCache puts the file's source under the chunk cache of opts.CacheDir (none: the
+// source stays as it is; an object without an ETag cannot be keyed, and is not cached).
+func (f *dataFile) useChunkCache(opts remote.Options, stats *source.Stats) error {
+	if opts.CacheDir == "" || f.remote.src.Version() == "" {
+		return nil
+	}
+	bounds, err := f.chunkOffsets(uint64(opts.ChunkSize))
+	if err != nil || len(bounds) < 2 {
+		return err
+	}
+	store, err := source.OpenStore(opts.CacheDir, opts.CacheLimit)
+	if err == nil {
+		f.remote.src, err = source.NewCached(f.remote.src, store, bounds, stats)
+	}
+	if errors.Is(err, source.ErrCacheLimit) {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return err
+}
+
+// invalidOptions marks the failure to reach an object that is the options' or the URL's
+// fault (a bad endpoint, scheme or option) as ErrInvalid; the store's answers stay as
+// they are.
+func invalidOptions(err error) error {
+	var oe *source.OptionsError
+	if errors.As(err, &oe) {
+		return fmt.Errorf("%w: %w", ErrInvalid, oe.Err)
+	}
+	return err
 }
 
 // fetchHeader brings the header, and the last sample when it is small enough to be an
@@ -186,10 +213,14 @@ func (r *Reader) fetchChecked(f *dataFile, all []batchItem, items []int) error {
 		return err
 	}
 	var damaged []int
+	cache, cached := f.remote.src.(source.Invalidator)
 	for _, k := range items {
 		it := &all[k]
 		if it.file.checksum(it.local) != crc32.ChecksumIEEE(it.src) {
 			damaged = append(damaged, k)
+			if cached { // a chunk damaged on the cache's disk is downloaded again
+				cache.Invalidate(int64(it.off), int64(it.end))
+			}
 		}
 	}
 	return r.fetchItems(f, all, damaged)
@@ -200,12 +231,12 @@ func (r *Reader) fetchItems(f *dataFile, all []batchItem, items []int) error {
 	if len(items) == 0 {
 		return nil
 	}
-	spans := make([]remote.Span, len(items))
+	spans := make([]source.Span, len(items))
 	for s, k := range items {
-		spans[s] = remote.Span{Off: int64(all[k].off), Buf: all[k].src}
+		spans[s] = source.Span{Off: int64(all[k].off), Buf: all[k].src}
 	}
-	err := f.remote.obj.ReadRanges(spans)
-	var se *remote.SpanError
+	err := f.remote.src.ReadRanges(spans)
+	var se *source.SpanError
 	if err == nil || !errors.As(err, &se) {
 		return remoteError(f.path, -1, err)
 	}
@@ -215,14 +246,14 @@ func (r *Reader) fetchItems(f *dataFile, all []batchItem, items []int) error {
 
 // fetchInto reads len(p) bytes of the object from off into p.
 func (f *dataFile) fetchInto(p []byte, off uint64) error {
-	err := f.remote.obj.ReadRanges([]remote.Span{{Off: int64(off), Buf: p}})
+	err := f.remote.src.ReadRanges([]source.Span{{Off: int64(off), Buf: p}})
 	return remoteError(f.path, -1, err)
 }
 
-// openFile opens a local file or, for a URL, a remote one.
-func openFile(name string, opts ReaderOptions) (*dataFile, []string, error) {
+// openFile opens a local file or, for a URL, a remote one whose requests stats counts.
+func openFile(name string, opts ReaderOptions, stats *source.Stats) (*dataFile, []string, error) {
 	if remote.IsURL(name) {
-		return openRemoteFile(name, opts)
+		return openRemoteFile(name, opts, stats)
 	}
 	return openDataFile(name, opts)
 }

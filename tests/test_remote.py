@@ -214,11 +214,17 @@ def test_requests_run_concurrently_within_the_bound(tmp_path):
         r.read(range(64))  # adjacent samples: one request
         assert srv.requests - before == 1
 
-        bridged = FileReader(url, storage_options={"concurrency": 8})
+        bridged = FileReader(url, storage_options={"concurrency": 8, "merge_gap": -1})
         before = srv.requests
         got = bridged.read(range(0, 64, 2))  # gaps read through: one round of 8 requests
         assert [g.tobytes() for g in got] == samples[::2]
         assert srv.requests - before == 8
+
+        merged = FileReader(url, storage_options={"concurrency": 8})
+        before = srv.requests
+        got = merged.read(range(0, 64, 2))  # gaps under the waste bound: always one request
+        assert [g.tobytes() for g in got] == samples[::2]
+        assert srv.requests - before == 1
 
 
 def test_header_cache_is_shared_by_readers(http, tmp_path):

@@ -17,6 +17,11 @@ const (
 	DefaultTimeout     = 30 * time.Second
 	DefaultRetries     = 5
 	DefaultCoalesceGap = 1 << 20
+	DefaultChunkSize   = 16 << 20
+	// DefaultMergeGap: reading 64 KiB through takes well under a millisecond at object
+	// storage's speeds, a request's round trip tens of milliseconds; so small neighbouring
+	// values (a structured dataset's labels) cost one request, not one each.
+	DefaultMergeGap = 64 << 10
 )
 
 // Options configure access to remote objects. The zero value means: the defaults above,
@@ -42,6 +47,9 @@ type Options struct {
 	// CoalesceGap is the widest gap, in bytes, read through to join two range requests
 	// when a batch needs more requests than Concurrency (0: DefaultCoalesceGap; -1: never).
 	CoalesceGap int64 `json:"coalesce_gap"`
+	// MergeGap is the widest gap read through to join two range requests whatever the
+	// batch's size: the bytes wasted per request saved (0: DefaultMergeGap; -1: never).
+	MergeGap int64 `json:"merge_gap"`
 	// Retries is how many times a failed request is tried again (-1: never; 0: the
 	// default).
 	Retries int `json:"retries"`
@@ -49,6 +57,12 @@ type Options struct {
 	// processes of a job download a large header once. Empty: FFRECORD_CACHE_DIR, else no
 	// cache.
 	CacheDir string `json:"cache_dir"`
+	// CacheLimit bounds the bytes of chunks kept in CacheDir (0: FFRECORD_CACHE_LIMIT, else
+	// no limit); the least recently used chunks not in use are evicted to stay under it.
+	CacheLimit int64 `json:"cache_limit"`
+	// ChunkSize is the bytes of consecutive samples the cache fetches with one request
+	// (0: DefaultChunkSize); a larger sample is a chunk of its own.
+	ChunkSize int64 `json:"chunk_size"`
 	// Env holds environment variables that take precedence over the process's: a Go
 	// runtime in a shared library sees the environment the process started with, so a
 	// host that changed its own (Python's os.environ) passes the variables here.
@@ -112,6 +126,18 @@ func (o *Options) withDefaults() error {
 	if o.CacheDir == "" {
 		o.CacheDir = o.getenv("FFRECORD_CACHE_DIR")
 	}
+	if o.CacheLimit == 0 {
+		if v := o.getenv("FFRECORD_CACHE_LIMIT"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return fmt.Errorf("FFRECORD_CACHE_LIMIT=%q is not a byte count", v)
+			}
+			o.CacheLimit = n
+		}
+	}
+	if o.ChunkSize == 0 {
+		o.ChunkSize = DefaultChunkSize
+	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
 		if v := o.getenv("FFRECORD_REMOTE_CONCURRENCY"); v != "" {
@@ -125,10 +151,16 @@ func (o *Options) withDefaults() error {
 	switch {
 	case o.Concurrency < 1:
 		return fmt.Errorf("storage option concurrency %d is not positive", o.Concurrency)
+	case o.CacheLimit < 0:
+		return fmt.Errorf("storage option cache_limit %d is negative", o.CacheLimit)
+	case o.ChunkSize < 1:
+		return fmt.Errorf("storage option chunk_size %d is not positive", o.ChunkSize)
 	case o.Timeout < 0:
 		return fmt.Errorf("storage option timeout %g is negative", o.Timeout)
 	case o.CoalesceGap < -1:
 		return fmt.Errorf("storage option coalesce_gap %d is below -1", o.CoalesceGap)
+	case o.MergeGap < -1:
+		return fmt.Errorf("storage option merge_gap %d is below -1", o.MergeGap)
 	case o.Retries < -1:
 		return fmt.Errorf("storage option retries %d is below -1", o.Retries)
 	}
@@ -142,14 +174,19 @@ func (o *Options) timeout() time.Duration {
 	return time.Duration(o.Timeout * float64(time.Second))
 }
 
-func (o *Options) coalesceGap() int64 {
-	switch o.CoalesceGap {
+func (o *Options) coalesceGap() int64 { return gap(o.CoalesceGap, DefaultCoalesceGap) }
+
+func (o *Options) mergeGap() int64 { return gap(o.MergeGap, DefaultMergeGap) }
+
+// gap reads a gap option: 0 is the default, -1 never (no gap).
+func gap(option, byDefault int64) int64 {
+	switch option {
 	case 0:
-		return DefaultCoalesceGap
+		return byDefault
 	case -1:
 		return 0
 	}
-	return o.CoalesceGap
+	return option
 }
 
 func (o *Options) retries() int {

@@ -41,12 +41,31 @@ func (e *SpanError) Unwrap() error { return e.Err }
 
 // Object is one remote object.
 type Object struct {
-	c   *Client
-	loc *location
+	c        *Client
+	loc      *location
+	observer Observer
 	// etag is the ETag Stat saw: every later read asks for that version of the object
 	// (If-Match) and checks the answer's ETag, so that an object replaced after it was
 	// opened is never read as the old one. Empty: the store sent none; nothing is checked.
 	etag string
+}
+
+// Observer counts an object's requests (each attempt, and whether it retries a failed
+// one) and the body bytes they received.
+type Observer interface {
+	Request(retry bool)
+	Received(bytes int64)
+}
+
+// SetObserver has every later request of o counted by obs. Call it before any request.
+func (o *Object) SetObserver(obs Observer) { o.observer = obs }
+
+// observe counts one attempt of a request.
+func (o *Object) observe(attempt *int) {
+	if o.observer != nil {
+		o.observer.Request(*attempt > 0)
+	}
+	*attempt++
 }
 
 // Object returns the object a URL names (no request is made).
@@ -62,10 +81,23 @@ func (c *Client) Object(raw string) (*Object, error) {
 // It must not run concurrently with ReadRanges.
 func (o *Object) Stat() (int64, string, error) {
 	size, etag, err := o.c.Stat(o.loc.raw)
+	if o.observer != nil {
+		o.observer.Request(false)
+	}
 	if err == nil {
 		o.etag = etag
 	}
 	return size, etag, err
+}
+
+// ReadSpan fills one span with exactly one range request, however large (a cache's
+// chunk: one GET each).
+func (o *Object) ReadSpan(s Span) error {
+	if len(s.Buf) == 0 {
+		return nil
+	}
+	return o.read(&request{off: s.Off, end: s.Off + int64(len(s.Buf)),
+		pieces: []piece{{span: 0, off: s.Off, buf: s.Buf}}})
 }
 
 // pin makes req conditional on the ETag seen at open. A weak ETag (W/"…") cannot be: If-Match
@@ -101,7 +133,7 @@ type request struct {
 // client allows. Spans that follow one another in the object are read by one request.
 // The error is a *SpanError naming the first span of the failed request.
 func (o *Object) ReadRanges(spans []Span) error {
-	reqs := plan(spans, o.c.opts.Concurrency, o.c.opts.coalesceGap())
+	reqs := plan(spans, o.c.opts.Concurrency, o.c.opts.coalesceGap(), o.c.opts.mergeGap())
 	if len(reqs) == 0 {
 		return nil
 	}
@@ -113,11 +145,12 @@ func (o *Object) ReadRanges(spans []Span) error {
 }
 
 // plan cuts spans into pieces of at most maxRequestBytes and groups the pieces that are
-// adjacent in the object into requests. When that leaves more requests than depth (more
+// adjacent in the object into requests, reading through gaps of up to mergeGap bytes
+// always (the byte-waste bound; no gap at all when maxGap is not positive). When that leaves more requests than depth (more
 // than one round trip of the pool), the smallest gaps of at most maxGap bytes between
 // requests are read through, until the batch fits in depth requests: a round trip saved
 // is worth more than the bytes of a small gap.
-func plan(spans []Span, depth int, maxGap int64) []request {
+func plan(spans []Span, depth int, maxGap, mergeGap int64) []request {
 	var pieces []piece
 	for k, s := range spans {
 		for at := 0; at < len(s.Buf); at += maxRequestBytes {
@@ -136,7 +169,13 @@ func plan(spans []Span, depth int, maxGap int64) []request {
 		}
 		reqs = append(reqs, request{off: p.off, end: end, pieces: []piece{p}})
 	}
-	if len(reqs) <= depth || maxGap <= 0 {
+	if maxGap <= 0 {
+		return reqs
+	}
+	if mergeGap > 0 && len(reqs) > 1 {
+		reqs = bridge(reqs, len(reqs), min(mergeGap, maxGap))
+	}
+	if len(reqs) <= depth {
 		return reqs
 	}
 	return bridge(reqs, len(reqs)-depth, maxGap)
@@ -174,7 +213,9 @@ func bridge(reqs []request, count int, maxGap int64) []request {
 // read performs one range request, reading the body straight into the pieces' buffers.
 func (o *Object) read(r *request) error {
 	rangeHeader := fmt.Sprintf("bytes=%d-%d", r.off, r.end-1)
+	attempt := 0
 	err := o.c.do(context.Background(), "GET", o.loc, func(ctx context.Context) (*http.Request, error) {
+		o.observe(&attempt)
 		req, err := o.c.request(ctx, http.MethodGet, o.loc, o.loc.url, nil, emptyHash)
 		if err == nil {
 			req.Header.Set("Range", rangeHeader)
@@ -185,7 +226,13 @@ func (o *Object) read(r *request) error {
 		if err := o.checkETag(resp); err != nil {
 			return err
 		}
-		body := io.Reader(resp.Body)
+		counted := &countingReader{r: resp.Body}
+		defer func() {
+			if o.observer != nil {
+				o.observer.Received(counted.n)
+			}
+		}()
+		body := io.Reader(counted)
 		switch {
 		case resp.StatusCode == http.StatusPartialContent:
 			if err := checkContentRange(resp.Header.Get("Content-Range"), r.off); err != nil {
@@ -274,4 +321,16 @@ func skip(r io.Reader, n int64) error {
 		}
 	}
 	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
 }

@@ -19,7 +19,7 @@ func TestPlanCoalescesAdjacentSpansAndSplitsLargeOnes(t *testing.T) {
 		{Off: 500, Buf: buf[110:120]},
 		{Off: 1000, Buf: buf[:maxRequestBytes+10]},
 	}
-	reqs := plan(spans, 64, DefaultCoalesceGap)
+	reqs := plan(spans, 64, DefaultCoalesceGap, 0)
 	got := make([][2]int64, len(reqs))
 	for i, r := range reqs {
 		got[i] = [2]int64{r.off, r.end}
@@ -58,7 +58,7 @@ func readSpans(t *testing.T, o *Object, data []byte, offs, lens []int) error {
 func TestReadRangesIsByteExactWithOneRequestPerRun(t *testing.T) {
 	data := pattern(1 << 16)
 	srv := newFakeServer(t, data)
-	o, err := testClient(t, Options{Concurrency: 4}).Object(srv.URL + "/obj")
+	o, err := testClient(t, Options{Concurrency: 4, MergeGap: -1}).Object(srv.URL + "/obj")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,10 +172,10 @@ func TestPlanBridgesTheSmallestGapsWhenOverDepth(t *testing.T) {
 	for _, off := range []int64{0, 20, 1000, 1015, 5000} { // gaps 10, 970, 5, 3975
 		spans = append(spans, Span{Off: off, Buf: buf})
 	}
-	if n := len(plan(spans, 8, 1<<20)); n != 5 {
+	if n := len(plan(spans, 8, 1<<20, 0)); n != 5 {
 		t.Fatalf("within depth: %d requests, want 5 (no gap read through)", n)
 	}
-	reqs := plan(spans, 3, 1<<20)
+	reqs := plan(spans, 3, 1<<20, 0)
 	got := make([][2]int64, len(reqs))
 	for i, r := range reqs {
 		got[i] = [2]int64{r.off, r.end}
@@ -183,7 +183,7 @@ func TestPlanBridgesTheSmallestGapsWhenOverDepth(t *testing.T) {
 	if want := [][2]int64{{0, 30}, {1000, 1025}, {5000, 5010}}; !slices.Equal(got, want) {
 		t.Fatalf("depth 3: requests %v, want %v (the two smallest gaps bridged)", got, want)
 	}
-	if n := len(plan(spans, 1, 100)); n != 3 {
+	if n := len(plan(spans, 1, 100, 0)); n != 3 {
 		t.Fatalf("gaps over maxGap are never bridged: %d requests, want 3", n)
 	}
 }
@@ -191,7 +191,7 @@ func TestPlanBridgesTheSmallestGapsWhenOverDepth(t *testing.T) {
 func TestBridgedGapsAreSkippedOnTheWire(t *testing.T) {
 	data := pattern(1 << 16)
 	srv := newFakeServer(t, data)
-	o, _ := testClient(t, Options{Concurrency: 2}).Object(srv.URL + "/obj")
+	o, _ := testClient(t, Options{Concurrency: 2, MergeGap: -1}).Object(srv.URL + "/obj")
 	offs := []int{0, 300, 700, 2000, 9000, 60000}
 	lens := []int{100, 100, 100, 100, 100, 100}
 	if err := readSpans(t, o, data, offs, lens); err != nil {
@@ -209,5 +209,21 @@ func TestContentRangeMustStartWhereAsked(t *testing.T) {
 		if err := checkContentRange(header, 10); (err == nil) != ok {
 			t.Errorf("Content-Range %q: %v", header, err)
 		}
+	}
+}
+
+func TestPlanAlwaysMergesGapsUnderTheWasteBound(t *testing.T) {
+	// 64 labels of 8 bytes scattered 2.5 KB apart: one request whatever the pool's depth.
+	buf := make([]byte, 64*8)
+	var spans []Span
+	for k := range 64 {
+		spans = append(spans, Span{Off: int64(k * 2500), Buf: buf[k*8 : k*8+8]})
+	}
+	if n := len(plan(spans, 64, DefaultCoalesceGap, DefaultMergeGap)); n != 1 {
+		t.Fatalf("%d requests, want 1", n)
+	}
+	// Gaps over the bound stay unread while the batch fits the pool.
+	if n := len(plan(spans, 64, DefaultCoalesceGap, 2000)); n != 64 {
+		t.Fatalf("%d requests, want 64", n)
 	}
 }

@@ -56,6 +56,12 @@ INFO_FIELDS = 7
 METADATA_INTACT = 0
 METADATA_LEGACY = 1
 METADATA_DAMAGED = 2
+#: ffr_reader_stats's counters, in order (FFR_STAT_*).
+STAT_NAMES = ("requests", "bytes_fetched", "retries", "cache_hits", "cache_misses",
+              "evictions", "bypassed", "prefetched")
+(STAT_REQUESTS, STAT_BYTES, STAT_RETRIES, STAT_HITS, STAT_MISSES, STAT_EVICTIONS,
+ STAT_BYPASSED, STAT_PREFETCHED) = range(len(STAT_NAMES))
+STAT_FIELDS = len(STAT_NAMES)
 
 COMPRESSION = {None: COMPRESS_NONE, "none": COMPRESS_NONE, "lz4": COMPRESS_LZ4,
                "zstd": COMPRESS_ZSTD}
@@ -92,6 +98,8 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_reader_nfiles": [c_int64, _u64p],
     "ffr_reader_fname": [c_int64, c_uint64, c_char_p, c_size_t, _sizep],
     "ffr_reader_file_counts": [c_int64, c_void_p, c_uint64],
+    "ffr_reader_chunk_bounds": [c_int64, c_uint64, c_void_p, c_uint64, _u64p],
+    "ffr_reader_stats": [c_int64, c_void_p, c_uint64],
     "ffr_reader_warnings": [c_int64, c_char_p, c_size_t, _sizep],
     "ffr_reader_sizes": [c_int64, c_void_p, c_uint64, c_void_p],
     "ffr_reader_read_batch": [c_int64, c_void_p, c_uint64, c_void_p, c_uint64, c_void_p],

@@ -25,11 +25,11 @@ from . import _lib
 
 _SCHEMES = ("s3://", "http://", "https://")
 _UPLOADS = 4  # files uploaded at once (each upload is itself parallel for a large file)
-_ENV_PREFIXES = ("AWS_", "FFRECORD_CACHE_DIR", "FFRECORD_REMOTE_")
+_ENV_PREFIXES = ("AWS_", "FFRECORD_CACHE_DIR", "FFRECORD_CACHE_LIMIT", "FFRECORD_REMOTE_")
 #: The options the core accepts (``capi/ffrecord.h``, ``ffr_reader_open_options``).
 OPTION_NAMES = frozenset({"endpoint_url", "region", "profile", "anonymous", "virtual_hosted",
-                          "concurrency", "coalesce_gap", "timeout", "retries",
-                          "cache_dir"})
+                          "concurrency", "coalesce_gap", "merge_gap", "timeout", "retries",
+                          "cache_dir", "cache_limit", "chunk_size"})
 
 
 def is_url(path: Any) -> bool:
@@ -88,6 +88,24 @@ def encode_options(options: dict[str, Any] | None) -> bytes:
         return json.dumps({**options, "env": env}).encode()
     except TypeError as exc:
         raise ValueError(f"storage_options: {exc}") from None
+
+
+def with_cache(options: dict[str, Any] | None, cache_dir: Any = None,
+               cache_limit: int | None = None, chunk_size: int | None = None) -> dict[str, Any] | None:
+    """``options`` with the chunk cache's settings that are given (not None) added: a
+    reader's ``cache_dir=``, ``cache_limit=`` and ``chunk_size=`` are storage options.
+
+    >>> with_cache({"region": "x"}, cache_dir="/tmp/c", chunk_size=1 << 20)
+    {'region': 'x', 'cache_dir': '/tmp/c', 'chunk_size': 1048576}
+    >>> with_cache(None) is None
+    True
+    """
+    given = {k: v for k, v in (("cache_dir", None if cache_dir is None else os.fspath(cache_dir)),
+                               ("cache_limit", cache_limit), ("chunk_size", chunk_size))
+             if v is not None}
+    if not given:
+        return options
+    return {**(options or {}), **given}
 
 
 def upload(local: str, url: str, options: dict[str, Any] | None) -> None:

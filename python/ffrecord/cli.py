@@ -121,6 +121,21 @@ def _parser() -> argparse.ArgumentParser:
                            "structured dataset's directory")
     info.add_argument("--json", action="store_true", help="print one JSON object per path")
 
+    plan = command("plan", _plan, "Print what an epoch will cost from object storage, per node and "
+                                  "for the job: GETs, GETs/s on the prefix, bytes, cache needed, "
+                                  "shuffle quality (see docs/object-storage.md).")
+    plan.add_argument("paths", nargs="+", metavar="URL|FILE|DIR")
+    plan.add_argument("--nodes", type=_positive_int, default=1)
+    plan.add_argument("--gpus-per-node", type=_positive_int, default=1)
+    plan.add_argument("--batch-size", type=_positive_int, default=64, help="per GPU")
+    plan.add_argument("--samples-per-second", type=float, default=10_000, help="of the whole job")
+    plan.add_argument("--shuffle", choices=("chunk", "full"), default="chunk")
+    plan.add_argument("--chunk-size", type=_positive_int, default=16 << 20, help="bytes")
+    plan.add_argument("--window", type=_positive_int, default=8, help="chunks per shuffle window")
+    plan.add_argument("--cache-limit", type=_positive_int, default=None, help="bytes per node")
+    plan.add_argument("--no-cache", dest="cached", action="store_false",
+                      help="model readers without a chunk cache")
+
     verify = command("verify", _verify,
                      "Check the metadata and every sample checksum; list each bad sample. A "
                      "structured dataset is checked whole: its spec, every field file and its "
@@ -356,6 +371,17 @@ def _print_summary(s: Dict) -> None:
 
 
 # ---- verify ------------------------------------------------------------------------------
+
+def _plan(args: argparse.Namespace) -> int:
+    from .plan import print_plan
+
+    paths = args.paths[0] if len(args.paths) == 1 else args.paths
+    print_plan(paths, nodes=args.nodes, gpus_per_node=args.gpus_per_node, batch_size=args.batch_size,
+               samples_per_second=args.samples_per_second, shuffle=args.shuffle,
+               chunk_size=args.chunk_size, window=args.window, cached=args.cached,
+               cache_limit=args.cache_limit)
+    return 0
+
 
 def _verify(args: argparse.Namespace) -> int:
     from .dataset import dataset_kind

@@ -82,8 +82,13 @@ class FileReader:
     objects sorted by key), ``http(s)://…`` or ``file://…``. Remote samples are fetched by
     concurrent range requests in the core; ``storage_options`` (``endpoint_url``,
     ``region``, ``profile``, ``anonymous``, ``virtual_hosted``, ``concurrency``,
-    ``timeout``, ``retries``, ``cache_dir``) configure that access, the ``AWS_*``
-    environment and config files supplying what is not given (see docs/object-storage.md).
+    ``timeout``, ``retries``, ``cache_dir``, ``cache_limit``, ``chunk_size``) configure
+    that access, the ``AWS_*`` environment and config files supplying what is not given
+    (see docs/object-storage.md). ``cache_dir=`` (or ``FFRECORD_CACHE_DIR``) keeps a
+    node-local cache of remote data, shared by every process of the node: chunks of
+    ``chunk_size`` bytes of consecutive samples (``chunk_bounds``), each downloaded with
+    one request, at most ``cache_limit`` bytes of them (or ``FFRECORD_CACHE_LIMIT``; the
+    least recently used are evicted). ``stats()`` counts requests, bytes and cache hits.
 
     A reader is safe to use from many threads at once, survives ``fork()`` (the child
     reopens the files by path on first use) and pickles by ``(fnames, check_data, direct,
@@ -98,8 +103,11 @@ class FileReader:
     """
 
     def __init__(self, fname: PathArg | Sequence[PathArg], check_data: bool = True, *,
-                 direct: bool = False, storage_options: dict[str, Any] | None = None) -> None:
-        self._init(fname, check_data, direct, (), storage_options)
+                 direct: bool = False, storage_options: dict[str, Any] | None = None,
+                 cache_dir: PathArg | None = None, cache_limit: int | None = None,
+                 chunk_size: int | None = None) -> None:
+        options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
+        self._init(fname, check_data, direct, (), options)
 
     def _init(self, fname: PathArg | Sequence[PathArg], check_data: bool, direct: bool,
               verified: tuple[int, ...], storage_options: dict[str, Any] | None = None) -> None:
@@ -286,6 +294,44 @@ class FileReader:
         return pool.take(nbytes)
 
     # -- checking ---------------------------------------------------------------------
+
+    def chunk_bounds(self, chunk_size: int) -> np.ndarray:
+        """The first sample of each chunk, then ``len(self)``: chunk ``k`` holds samples
+        ``[b[k], b[k + 1])``. A chunk is a run of consecutive samples of one file; a new one
+        starts when the next sample would push its stored bytes over ``chunk_size`` (a
+        larger sample is a chunk of its own). The core's rule, shared by the cache and by
+        chunk-aware orders.
+
+        >>> r.chunk_bounds(64 << 20)                     # doctest: +SKIP
+        array([   0, 4096, 8192, 8200])
+        """
+        if int(chunk_size) <= 0:
+            raise ValueError(f"chunk_size must be positive, not {chunk_size}")
+        dll, handle = self._live()
+        needed = ctypes.c_uint64()
+        bounds = np.empty(64, dtype=np.uint64)
+        for _ in range(2):
+            status = dll.ffr_reader_chunk_bounds(handle, int(chunk_size), bounds.ctypes.data,
+                                                 len(bounds), ctypes.byref(needed))
+            if status != E_SHORTBUF:
+                break
+            bounds = np.empty(needed.value, dtype=np.uint64)
+        _lib.check(status)
+        return bounds[:needed.value].astype(np.int64)
+
+    def stats(self) -> dict[str, int]:
+        """Counters since open: ``requests`` sent to object storage (retries included),
+        ``bytes_fetched``, ``retries``, chunk-cache ``cache_hits``, ``cache_misses``,
+        ``evictions``, ``bypassed`` (chunks read uncached for want of room) and
+        ``prefetched`` (chunks downloaded ahead). All 0 for local files.
+
+        >>> r.stats()["requests"]                        # doctest: +SKIP
+        21
+        """
+        dll, handle = self._live()
+        values = np.zeros(_lib.STAT_FIELDS, dtype=np.int64)
+        _lib.check(dll.ffr_reader_stats(handle, values.ctypes.data, len(values)))
+        return dict(zip(_lib.STAT_NAMES, (int(v) for v in values)))
 
     def bad_samples(self, start: int = 0, count: int | None = None) -> Iterator[BadSample]:
         """Checks every sample in ``[start, start+count)`` (its place in its file, its CRC-32

@@ -51,6 +51,16 @@ func TestHeaderConstants(t *testing.T) {
 		"FFR_METADATA_INTACT":   int64(MetadataIntact),
 		"FFR_METADATA_LEGACY":   int64(MetadataLegacy),
 		"FFR_METADATA_DAMAGED":  int64(MetadataDamaged),
+
+		"FFR_STAT_REQUESTS":   StatRequests,
+		"FFR_STAT_BYTES":      StatBytes,
+		"FFR_STAT_RETRIES":    StatRetries,
+		"FFR_STAT_HITS":       StatHits,
+		"FFR_STAT_MISSES":     StatMisses,
+		"FFR_STAT_EVICTIONS":  StatEvictions,
+		"FFR_STAT_BYPASSED":   StatBypassed,
+		"FFR_STAT_PREFETCHED": StatPrefetched,
+		"FFR_STAT_FIELDS":     StatFields,
 	}
 	define := regexp.MustCompile(`(?m)^#define\s+(FFR_\w+)\s+(-?\d+)u?\b`)
 	got := map[string]int64{}

@@ -139,6 +139,8 @@ _ITER_BATCH = 256
 _MANY = (str, slice, list, range, np.ndarray)  # keys that select more than one datapoint
 _COUNT_CHUNK = 1 << 16  # element counts read per call
 _MAX_STOP = 1 << 62  # above any element count a sample can hold (comparable with int64)
+_HELD_BYTES = 16 << 20  # a remote field up to this size, of values up to
+_HELD_VALUE_BYTES = 64  # this many bytes on average, is held in memory whole
 
 
 def parse_mask(mask: Any, fields: Mapping[str, Field]) -> dict[str, Selection]:
@@ -191,7 +193,10 @@ class DatasetReader(Readable):
     alone. The reader is safe to share between threads, survives ``fork()``, and pickles by
     directory and options (decoders must then be picklable: module-level functions).
     ``directory`` may be a URL (``s3://bucket/ds/``, ``https://…/ds``) with
-    ``storage_options`` as for ``FileReader``: the spec and fields are read from there.
+    ``storage_options`` as for ``FileReader``: the spec and fields are read from there (and
+    ``cache_dir=``, ``cache_limit=``, ``chunk_size=`` as for ``FileReader``). Remote, small
+    fixed-size fields (labels, ids) are held in memory after one whole read, and a batch's
+    other fields are read by one call.
 
     >>> import tempfile, os
     >>> from ffrecord.dataset import DatasetWriter
@@ -207,7 +212,9 @@ class DatasetReader(Readable):
 
     def __init__(self, directory: Any, decoders: Mapping[str, Callable] | None = None,
                  cache_keys: Any = (), *, check_data: bool = True,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None, cache_dir: Any = None,
+                 cache_limit: int | None = None, chunk_size: int | None = None) -> None:
+        storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
         self._readers: dict[str, FileReader] = {}
         self.storage_options = storage_options
         self.directory = _remote.as_path(directory, storage_options)
@@ -222,12 +229,26 @@ class DatasetReader(Readable):
                                 f"have (fields: {', '.join(self._fields)})")
         self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._cache_lock = threading.Lock()
+        self._joint: FileReader | None = None  # every field's file, for one call per batch
         try:
             for name, field in self._fields.items():
                 self._readers[name] = self._open_field(field)
         except BaseException:
             self.close()
             raise
+        self._remote = isinstance(self.directory, _remote.RemotePath)
+        # Held in memory: the fields named, and when remote the small fixed-size ones
+        # (labels, ids), which would otherwise cost a request per batch.
+        self._held = set(self.cache_keys) | (self._small_fields() if self._remote else set())
+
+    def _small_fields(self) -> set[str]:
+        small = set()
+        for name, field in self._fields.items():
+            info = self._readers[name].file_info(0)
+            if (not field.sequence and info.data_bytes <= _HELD_BYTES
+                    and info.data_bytes <= _HELD_VALUE_BYTES * max(1, self._length)):
+                small.add(name)
+        return small
 
     def _open_field(self, field: Field) -> FileReader:
         path = self.directory / field.file
@@ -275,7 +296,8 @@ class DatasetReader(Readable):
     def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
         idx = self._indices(indices)
         selection = parse_mask(mask, self._fields)
-        columns = {name: self._read_field(self._fields[name], chosen, idx)
+        wholes = self._read_wholes(selection, idx)
+        columns = {name: self._read_field(self._fields[name], chosen, idx, wholes.get(name))
                    for name, chosen in selection.items()}
         if not columns:
             return [{} for _ in range(len(idx))]
@@ -297,18 +319,38 @@ class DatasetReader(Readable):
         return np.concatenate([self._counts(field, idx[at:at + _COUNT_CHUNK])
                                for at in range(0, len(idx), _COUNT_CHUNK)] or [np.empty(0, np.int64)])
 
-    def _read_field(self, field: Field, chosen: Selection, idx: np.ndarray) -> list[Any]:
+    def _read_wholes(self, selection: dict[str, Selection], idx: np.ndarray) -> dict[str, Any]:
+        """The whole samples of the remote fields that the selection reads whole (and that
+        are not held in memory), read by one call for all of them: one request plan, the
+        fields' requests in flight together. Empty when local or a single field."""
+        names = [name for name, chosen in selection.items() if name not in self._held
+                 and (chosen is WHOLE or not self._fields[name].sequence)]
+        if not self._remote or len(names) < 2 or not len(idx):
+            return {}
+        if self._joint is None:
+            with self._cache_lock:
+                if self._joint is None:
+                    self._joint = FileReader([self._readers[n].fnames[0] for n in self._fields],
+                                             self.check_data, storage_options=self.storage_options)
+        position = {name: k for k, name in enumerate(self._fields)}
+        joint = np.concatenate([idx + position[name] * self._length for name in names])
+        buf, offsets = self._joint.read_batch(joint.view(np.uint64))
+        m = len(idx)
+        return {name: (buf, offsets[j * m:(j + 1) * m], offsets[j * m + 1:(j + 1) * m + 1])
+                for j, name in enumerate(names)}
+
+    def _read_field(self, field: Field, chosen: Selection, idx: np.ndarray, whole: Any = None) -> list[Any]:
         if not field.sequence:
-            buf, starts, ends = self._whole(field, idx)
+            buf, starts, ends = whole or self._whole(field, idx)
             return self._decode_values(field, buf, starts, ends, idx)
-        if chosen is WHOLE or field.name in self.cache_keys:
-            buf, starts, ends = self._whole(field, idx)
+        if chosen is WHOLE or field.name in self._held:
+            buf, starts, ends = whole or self._whole(field, idx)
             return self._sequences_from_samples(field, chosen, buf, starts, ends, idx)
         return self._sequence_ranges(field, chosen, idx)
 
     def _whole(self, field: Field, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The whole samples of ``idx``: a buffer and each sample's start and end in it."""
-        if field.name in self.cache_keys:
+        if field.name in self._held:
             buf, offsets = self._cached(field.name)
             return buf, offsets[idx], offsets[idx + 1]
         buf, offsets = self._readers[field.name].read_batch(idx.view(np.uint64))
@@ -330,7 +372,7 @@ class DatasetReader(Readable):
         decode = self._decoders[field.name]
         width = codecs.FIXED_WIDTH.get(decode)
         if width is not None and len(starts) and ((ends - starts) == 8).all():
-            # The buffer is the values back to back only for a batch read; a cached field's
+            # The buffer is the values back to back only for a batch read; a held field's
             # holds every datapoint, in file order.
             in_order = len(buf) == 8 * len(starts) and (starts == np.arange(0, len(buf), 8)).all()
             gathered = buf if in_order else _gather(buf, starts, 8)
@@ -434,7 +476,7 @@ class DatasetReader(Readable):
     def _counts(self, field: Field, idx: np.ndarray) -> np.ndarray:
         """The element count of each sequence at ``idx``: one ranged read of 8 bytes each,
         checked against the sample's size (``CorruptDatasetError`` for one that cannot be)."""
-        if field.name in self.cache_keys:
+        if field.name in self._held:
             buf, starts, ends = self._whole(field, idx)
             view = memoryview(buf)
             return np.array([self._checked_count(field, int(i), view[s:e]) for i, s, e
@@ -510,6 +552,8 @@ class DatasetReader(Readable):
     def close(self) -> None:
         for reader in self._readers.values():
             reader.close()
+        if self._joint is not None:
+            self._joint.close()
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _reopen, (type(self), str(self.directory), self.decoders, self.cache_keys,
@@ -596,7 +640,10 @@ class ShardedDatasetReader(Routed):
 
     def __init__(self, directory: Any, decoders: Mapping[str, Callable] | None = None,
                  shardstart: int = 0, shardstep: int = 1, cache_keys: Any = (), *,
-                 check_data: bool = True, storage_options: dict[str, Any] | None = None) -> None:
+                 check_data: bool = True, storage_options: dict[str, Any] | None = None,
+                 cache_dir: Any = None, cache_limit: int | None = None,
+                 chunk_size: int | None = None) -> None:
+        storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
         self.directory = _remote.as_path(directory, storage_options)
         self.storage_options = storage_options
         self.decoders, self.cache_keys, self.check_data = decoders, tuple(cache_keys), check_data

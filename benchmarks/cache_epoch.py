@@ -1,0 +1,288 @@
+"""Shuffled DataLoader epochs from object storage with the node-local chunk cache.
+
+One loopback server (``benchmarks/range_server.py``, its own process, ``--latency`` per
+request, objects answered from memory, GETs and bytes counted) serves the dataset: N
+samples of 16 KiB as a plain ``.ffr`` file and as a structured ``{image, label}`` dataset.
+A shuffled epoch (``ffrecord.torch.DataLoader``, 2 workers, batch 64) is read, each epoch
+in a fresh process:
+
+- ``cold``: an empty cache directory; ``warm``: the same directory, a new process (as a
+  restarted job or the next epoch would find it); ``local``: the same file on local disk.
+
+The order is chunk-aware: chunks (``FileReader.chunk_bounds``) are permuted and read a
+window of ``--window`` chunks at a time, samples shuffled within the window (a simple
+sampler here; ``ffrecord.order.ChunkShuffle`` where it exists). Printed per epoch: samples/s,
+GETs, bytes downloaded and bytes in the cache, and the goals: GETs per cold epoch within
+1.1x of bytes/chunk size, no data GET when warm, warm within 10% of local disk.
+
+    python benchmarks/cache_epoch.py [--samples 20000] [--latency 0.02] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+if __name__ == "__main__":
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from benchmarks.range_server import STATS_PATH, RangeServer  # noqa: E402
+
+SAMPLE = 16 << 10
+
+
+def _serve(root: str, latency: float, ready: Any, stop: Any) -> None:
+    objects = {"/" + str(p.relative_to(root)): p.read_bytes() for p in Path(root).rglob("*") if p.is_file()}
+    with RangeServer(objects, latency=latency) as srv:
+        ready.put(srv.url)
+        stop.wait()
+
+
+def counters(url: str) -> dict[str, int]:
+    with urllib.request.urlopen(url + STATS_PATH) as answer:
+        return json.loads(answer.read())
+
+
+def write_data(root: Path, n: int, chunk_size: int, peers: list[str]) -> None:
+    """The dataset in each contender's format, under ``root`` (served as ``/bench/...``)."""
+    from ffrecord import FileWriter
+    from ffrecord.dataset import DatasetWriter
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (n, SAMPLE), dtype=np.uint8)
+    with FileWriter(root / "plain.ffr", n) as w:
+        w.write_many(images)
+    with DatasetWriter(root / "structured", {"image": "bytes", "label": "int"}) as w:
+        for i in range(n):
+            w.append({"image": images[i].tobytes(), "label": i % 1000})
+    for kind in ("plain", "structured"):
+        if "streaming" in peers:
+            from streaming import MDSWriter
+
+            columns = {"image": "bytes", "label": "int"} if kind == "structured" else {"image": "bytes"}
+            with MDSWriter(out=str(root / f"mds-{kind}"), columns=columns, size_limit=chunk_size) as w:
+                for i in range(n):
+                    w.write({"image": images[i].tobytes(), "label": i % 1000} if kind == "structured"
+                            else {"image": images[i].tobytes()})
+        if "litdata" in peers:
+            import litdata
+
+            litdata.optimize(fn=_LitItem(images, kind), inputs=list(range(n)), num_workers=1,
+                             output_dir=str(root / f"lit-{kind}"), chunk_bytes=chunk_size)
+
+
+class _LitItem:
+    """LitData's per-item function (picklable)."""
+
+    def __init__(self, images: np.ndarray, kind: str) -> None:
+        self.images, self.kind = images, kind
+
+    def __call__(self, i: int) -> Any:
+        image = self.images[i].tobytes()
+        return {"image": image, "label": i % 1000} if self.kind == "structured" else {"image": image}
+
+
+# -- one epoch, in a fresh process ------------------------------------------------------
+
+class ChunkWindowSampler:
+    """Chunks permuted, then windows of ``window`` chunks, samples shuffled in a window."""
+
+    def __init__(self, bounds: np.ndarray, window: int, seed: int = 0) -> None:
+        self.bounds, self.window, self.seed = bounds, window, seed
+
+    def __iter__(self):
+        rng = np.random.default_rng(self.seed)
+        chunks = rng.permutation(len(self.bounds) - 1)
+        for w in range(0, len(chunks), self.window):
+            idx = np.concatenate([np.arange(self.bounds[c], self.bounds[c + 1]) for c in chunks[w:w + self.window]])
+            rng.shuffle(idx)
+            yield from idx.tolist()
+
+    def __len__(self) -> int:
+        return int(self.bounds[-1])
+
+
+def _images(indices, data):
+    return [d.nbytes for d in data]
+
+
+def _structured(d):
+    return len(d["image"]) + d["label"]
+
+
+def epoch(kind: str, where: str, cache: str | None, chunk_size: int, window: int) -> dict[str, float]:
+    """Reads one shuffled epoch of ``kind`` (plain/structured) from ``where`` (a URL or a
+    local directory); returns samples/s and the reader's counters."""
+    import time
+
+    from ffrecord import FileReader
+    from ffrecord.dataset import DatasetReader
+    from ffrecord.torch import DataLoader, Dataset, StructuredDataset
+
+    opts = {"cache_dir": cache, "chunk_size": chunk_size} if cache else None
+    base = where.rstrip("/")
+    if kind == "plain":
+        dataset = Dataset(base + "/plain.ffr", storage_options=opts)
+        dataset.process = _images
+        bounds = FileReader(base + "/plain.ffr", storage_options=opts).chunk_bounds(chunk_size)
+    else:
+        reader = DatasetReader(base + "/structured/", storage_options=opts)
+        dataset = StructuredDataset(reader, transform=_structured)
+        bounds = reader.field_reader("image").chunk_bounds(chunk_size)
+    loader = DataLoader(dataset, batch_size=64, sampler=ChunkWindowSampler(bounds, window),
+                        num_workers=2, skippable=False)
+    start = time.perf_counter()
+    n = sum(len(batch) for batch in loader)
+    return {"samples_per_s": n / (time.perf_counter() - start), "samples": n}
+
+
+def peer_epoch(peer: str, kind: str, url: str, local: str) -> dict[str, float]:
+    """One shuffled epoch of a peer over its own format at ``s3://bench/...`` (endpoint in the
+    environment), with its own cache in ``local``."""
+    import time
+
+    import torch.utils.data
+
+    if peer == "streaming":
+        from streaming import StreamingDataset
+
+        dataset = StreamingDataset(remote=f"s3://bench/mds-{kind}", local=local, shuffle=True,
+                                   shuffle_seed=0, batch_size=64)
+        # Forked workers would share the parent's boto3 connection: drop it before forking.
+        for stream in getattr(dataset, "streams", []):
+            downloader = getattr(stream, "_downloader", None)
+            if hasattr(downloader, "_s3_client"):
+                downloader._s3_client = None  # each worker makes its own
+    else:
+        import litdata
+        from litdata.streaming import downloader
+
+        # The loopback server speaks plain HTTP, which LitData's obstore client refuses
+        # (reqwest: BadScheme): it downloads with its boto3 client instead.
+        downloader._OBSTORE_AVAILABLE = False
+        os.environ["LITDATA_ASYNC_CHUNK_PREFETCH"] = "0"
+        dataset = litdata.StreamingDataset(f"s3://bench/lit-{kind}", shuffle=True, seed=0,
+                                           cache_dir=local)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=64, num_workers=2,
+                                         collate_fn=_count_collate)
+    start = time.perf_counter()
+    n = sum(loader)
+    return {"samples_per_s": n / (time.perf_counter() - start), "samples": n}
+
+
+def _count_collate(batch: list) -> int:
+    return len(batch)
+
+
+def _child(args: list[str]) -> dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, "--epoch", json.dumps(args)], capture_output=True,
+                         text=True, timeout=600, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--samples", type=int, default=20_000)
+    parser.add_argument("--latency", type=float, default=0.02)
+    parser.add_argument("--chunk-size", type=int, default=16 << 20)
+    parser.add_argument("--window", type=int, default=4)
+    parser.add_argument("--quick", action="store_true", help="4,000 samples, 2 MiB chunks")
+    parser.add_argument("--peers", default="streaming,litdata",
+                        help="comma-separated: streaming (mosaicml-streaming), litdata; '' for none")
+    parser.add_argument("--epoch", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.epoch:
+        call = json.loads(args.epoch)
+        print(json.dumps(peer_epoch(*call[1:]) if call[0] == "peer" else epoch(*call)))
+        return
+    if args.quick:
+        args.samples, args.chunk_size = 4000, 2 << 20
+    work = Path(tempfile.mkdtemp(prefix="ffr-cache-bench-"))
+    try:
+        peers = [p for p in args.peers.split(",") if p]
+        top = work / "data"
+        root = top / "bench"
+        root.mkdir(parents=True)
+        write_data(root, args.samples, args.chunk_size, peers)
+        ctx = mp.get_context("spawn")
+        ready, stop = ctx.Queue(), ctx.Event()
+        server = ctx.Process(target=_serve, args=(str(top), args.latency, ready, stop), daemon=True)
+        server.start()
+        server_url = ready.get(timeout=300)
+        url = server_url + "/bench"
+        os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
+                           "AWS_DEFAULT_REGION": "us-east-1", "S3_ENDPOINT_URL": server_url,
+                           "AWS_ENDPOINT_URL": server_url, "AWS_ALLOW_HTTP": "true"})
+        data_bytes = args.samples * SAMPLE
+        print(f"{args.samples:,} samples of 16 KiB ({data_bytes / 2**20:.0f} MiB), {args.latency * 1000:.0f} ms "
+              f"per request, chunks of {args.chunk_size / 2**20:g} MiB, windows of {args.window} chunks; "
+              "DataLoader: 2 workers, batch 64; every epoch in a fresh process")
+        print("| dataset | epoch | samples/s | GETs (of .ffr files) | MiB downloaded | MiB in cache |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        results = {}
+        for kind in ("plain", "structured"):
+            cache = work / f"cache-{kind}"
+            for name, where, cached in (("cold", url, cache), ("warm", url, cache), ("local", str(root), None)):
+                before = counters(server_url)
+                r = _child([kind, where, str(cached) if cached else None, args.chunk_size, args.window])
+                after = counters(server_url)
+                gets = sum(after["gets"].values()) - sum(before["gets"].values())
+                data_gets = sum(n - before["gets"].get(p, 0) for p, n in after["gets"].items()
+                                if p.endswith(".ffr"))
+                got = after["bytes"] - before["bytes"]
+                in_cache = dir_bytes(cache) if cache.exists() else 0
+                results[kind, name] = (r["samples_per_s"], gets, got, data_gets)
+                print(f"| {kind} | {name} | {r['samples_per_s']:,.0f} | {gets:,} ({data_gets:,}) | {got / 2**20:,.1f} | "
+                      f"{in_cache / 2**20:,.1f} |", flush=True)
+            for peer in peers:
+                local = work / f"{peer}-{kind}"
+                for name in ("cold", "warm"):
+                    before = counters(server_url)
+                    try:
+                        r = _child(["peer", peer, kind, url, str(local)])
+                    except Exception as exc:  # a peer failing is reported, not hidden
+                        print(f"| {kind} | {peer} {name} | failed: {str(exc).splitlines()[-1][:120]} | | | |")
+                        continue
+                    after = counters(server_url)
+                    gets = sum(after["gets"].values()) - sum(before["gets"].values())
+                    got = after["bytes"] - before["bytes"]
+                    results[kind, f"{peer} {name}"] = (r["samples_per_s"], gets, got, gets)
+                    print(f"| {kind} | {peer} {name} | {r['samples_per_s']:,.0f} | {gets:,} | {got / 2**20:,.1f} | "
+                          f"{dir_bytes(local) / 2**20 if local.exists() else 0:,.1f} |", flush=True)
+        print()
+        chunks = -(-data_bytes // args.chunk_size)
+        for kind in ("plain", "structured"):
+            cold, warm, local = (results[kind, e] for e in ("cold", "warm", "local"))
+            print(f"{kind}: cold GETs {cold[1]} vs 1.1 x bytes/chunk = {1.1 * chunks:.0f} "
+                  f"({'met' if cold[1] <= 1.1 * chunks else 'missed'}); warm data GETs {warm[3]} "
+                  f"({'met' if warm[3] == 0 else 'missed'}); warm/local {warm[0] / local[0]:.2f} "
+                  f"({'met' if warm[0] >= 0.9 * local[0] else 'missed'})")
+            for peer in peers:
+                theirs = results.get((kind, f"{peer} cold"))
+                if theirs and theirs[0]:
+                    print(f"{kind}: cold ffrecord / {peer} = {cold[0] / theirs[0]:.2f} (goal 1.5)")
+        stop.set()
+        server.join(10)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+package source
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"sync/atomic"
+
+	"github.com/ffrecord/ffrecord/core/internal/parallel"
+)
+
+// ErrCacheLimit: a cache limit too small for the chunks a reader needs at once.
+var ErrCacheLimit = errors.New("cache limit too small")
+
+// MinChunks is how many chunks of a reader the cache must hold at once: the one being read
+// and the one being downloaded ahead.
+const MinChunks = 2
+
+// chunkFetches bounds the chunks a read or a prefetch downloads at once.
+const chunkFetches = 4
+
+// Cached is a Source read through a Store, chunk by chunk: each chunk is downloaded whole
+// (one request) into the store and served from there. Chunks are the byte ranges between
+// consecutive bounds; bytes outside them (a file's header) are read from the source below.
+type Cached struct {
+	under  Source
+	store  *Store
+	key    string
+	bounds []int64
+	stats  *Stats
+
+	prefetching atomic.Int32
+}
+
+// NewCached puts src under store, with chunk bounds (ascending byte offsets; chunk k is
+// [bounds[k], bounds[k+1])). src must have a Version. A store whose limit cannot hold
+// MinChunks of the largest chunk is refused (ErrCacheLimit), naming the minimum.
+func NewCached(src Source, store *Store, bounds []int64, stats *Stats) (*Cached, error) {
+	if src.Version() == "" {
+		return nil, fmt.Errorf("%w: %s has no version (ETag) to key its chunks by", ErrCache, src.Name())
+	}
+	if need := MinCacheLimit(bounds); store.limit > 0 && store.limit < need {
+		return nil, fmt.Errorf("%w: cache_limit %s is below the %s that %s needs (%d chunks of up to %s at once); raise cache_limit or lower chunk_size",
+			ErrCacheLimit, describe(store.limit), describe(need), src.Name(), MinChunks, describe(need/MinChunks-trailerSize))
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", src.Name(), src.Version(), src.Size()))
+	return &Cached{under: src, store: store, key: hex.EncodeToString(sum[:16]), bounds: bounds, stats: stats}, nil
+}
+
+// MinCacheLimit is the smallest cache limit that holds MinChunks of the largest chunk.
+func MinCacheLimit(bounds []int64) int64 {
+	var largest int64
+	for k := 1; k < len(bounds); k++ {
+		largest = max(largest, bounds[k]-bounds[k-1])
+	}
+	return MinChunks * (largest + trailerSize)
+}
+
+func (c *Cached) Name() string    { return c.under.Name() }
+func (c *Cached) Size() int64     { return c.under.Size() }
+func (c *Cached) Version() string { return c.under.Version() }
+func (c *Cached) Close() error    { return c.under.Close() }
+
+// chunkName is the file name of chunk k in the store.
+func (c *Cached) chunkName(k int) string {
+	return fmt.Sprintf("%s-%d-%d.chunk", c.key, c.bounds[k], c.bounds[k+1]-c.bounds[k])
+}
+
+// chunkOf is the chunk holding byte off, or -1.
+func (c *Cached) chunkOf(off int64) int {
+	k := sort.Search(len(c.bounds), func(i int) bool { return c.bounds[i] > off }) - 1
+	if k < 0 || k >= len(c.bounds)-1 {
+		return -1
+	}
+	return k
+}
+
+// part is the piece of a caller's span that lies in one chunk (or outside every chunk).
+type part struct {
+	span int
+	off  int64
+	buf  []byte
+}
+
+// ReadRanges serves spans from their chunks, downloading the missing chunks (a few at
+// once), and reads bytes outside the chunks from the source below.
+func (c *Cached) ReadRanges(spans []Span) error {
+	byChunk := map[int][]part{}
+	var outside []Span
+	var outsideSpan []int
+	for i, sp := range spans {
+		off, buf := sp.Off, sp.Buf
+		for len(buf) > 0 {
+			k := c.chunkOf(off)
+			if k < 0 {
+				outside = append(outside, Span{Off: off, Buf: buf})
+				outsideSpan = append(outsideSpan, i)
+				break
+			}
+			n := min(int64(len(buf)), c.bounds[k+1]-off)
+			byChunk[k] = append(byChunk[k], part{span: i, off: off - c.bounds[k], buf: buf[:n]})
+			off, buf = off+n, buf[n:]
+		}
+	}
+	chunks := make([]int, 0, len(byChunk))
+	for k := range byChunk {
+		chunks = append(chunks, k)
+	}
+	sort.Ints(chunks)
+	err := parallel.Each(len(chunks), parallel.UpTo(chunkFetches-1), func() {}, func(i int) error {
+		k := chunks[i]
+		parts := byChunk[k]
+		ch, err := c.chunk(k)
+		if err != nil {
+			return &SpanError{Index: parts[0].span, Off: c.bounds[k], End: c.bounds[k+1], Err: err}
+		}
+		defer ch.release()
+		for _, p := range parts {
+			if err := ch.readAt(p.buf, p.off); err != nil {
+				return &SpanError{Index: p.span, Off: c.bounds[k] + p.off, End: c.bounds[k] + p.off + int64(len(p.buf)),
+					Err: c.store.diskError("reading a chunk", err)}
+			}
+		}
+		return nil
+	})
+	if err != nil || len(outside) == 0 {
+		return err
+	}
+	if err := c.under.ReadRanges(outside); err != nil {
+		var se *SpanError
+		if errors.As(err, &se) {
+			se.Index = outsideSpan[se.Index]
+		}
+		return err
+	}
+	return nil
+}
+
+// chunk leases chunk k, downloading it with one request when it is not cached.
+func (c *Cached) chunk(k int) (*chunk, error) {
+	off := c.bounds[k]
+	return c.store.get(c.chunkName(k), c.bounds[k+1]-off, func(buf []byte) error {
+		if o, ok := c.under.(*Object); ok {
+			return o.readWhole(Span{Off: off, Buf: buf})
+		}
+		return c.under.ReadRanges([]Span{{Off: off, Buf: buf}})
+	}, c.stats)
+}
+
+// Invalidate deletes the cached chunks overlapping bytes [off, end), found damaged.
+func (c *Cached) Invalidate(off, end int64) {
+	for k := c.chunkOf(off); k >= 0 && k < len(c.bounds)-1 && c.bounds[k] < end; k++ {
+		c.store.forget(c.chunkName(k))
+	}
+}
+
+// Prefetch downloads, in the background, the chunks holding the given byte offsets that
+// are not cached yet, as many as the cache has room for beside the chunks being read
+// (Store limit ÷ chunk size − MinChunks), and returns how many it started. A prefetch still
+// running makes a new hint a no-op, so hints never pile up.
+func (c *Cached) Prefetch(offsets []int64) int {
+	var todo []int
+	seen := map[int]bool{}
+	for _, off := range offsets {
+		if k := c.chunkOf(off); k >= 0 && !seen[k] {
+			seen[k] = true
+			if !c.store.has(c.chunkName(k)) {
+				todo = append(todo, k)
+			}
+		}
+	}
+	if room := c.room(); len(todo) > room {
+		todo = todo[:room]
+	}
+	if len(todo) == 0 || !c.prefetching.CompareAndSwap(0, 1) {
+		return 0
+	}
+	go func() {
+		defer c.prefetching.Store(0)
+		_ = parallel.Each(len(todo), parallel.UpTo(chunkFetches-1), func() {}, func(i int) error {
+			ch, err := c.chunk(todo[i])
+			if err == nil {
+				c.stats.Prefetched.Add(1)
+				ch.release()
+			}
+			return nil // a hint: the read that needs the chunk reports any failure
+		})
+	}()
+	return len(todo)
+}
+
+// room is how many chunks a prefetch may download: what the limit holds beside the
+// MinChunks being read.
+func (c *Cached) room() int {
+	if c.store.limit == 0 {
+		return 1 << 30
+	}
+	largest := MinCacheLimit(c.bounds) / MinChunks
+	return max(0, int(c.store.limit/largest)-MinChunks)
+}
+
+var _ Invalidator = (*Cached)(nil)

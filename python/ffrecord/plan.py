@@ -1,0 +1,181 @@
+"""What training from object storage will cost: requests, bytes and cache per epoch and per
+node, for a dataset, a cluster and an order — before running it.
+
+``plan(url, nodes=64, gpus_per_node=8, batch_size=64, samples_per_second=20_000)`` opens the
+dataset (its headers only), cuts it into chunks with the core's chunk rule
+(``FileReader.chunk_bounds``) and models the epoch:
+
+- ``shuffle="chunk"`` (chunk-aware): chunks are permuted and split among the nodes, each
+  node reads its share a window of ``window`` chunks at a time, samples shuffled within
+  the window. A node downloads each chunk of its share once per epoch (one GET each), and
+  none in later epochs when its cache holds the share.
+- ``shuffle="full"``: every node reads samples from anywhere. With a cache, each node
+  downloads every chunk; without, one GET per sample.
+
+S3 answers about 5,500 GET/HEAD requests per second per key prefix; ``gets_per_second``
+is what the job would ask of the dataset's prefix at ``samples_per_second``.
+
+>>> import os, tempfile
+>>> from ffrecord import FileWriter
+>>> path = os.path.join(tempfile.mkdtemp(), "d.ffr")
+>>> with FileWriter(path, 1000) as w:
+...     w.write_many([bytes(1024)] * 1000)
+>>> p = plan(path, nodes=2, gpus_per_node=2, batch_size=16, samples_per_second=1000,
+...          chunk_size=64 << 10, window=4)
+>>> p.chunks, p.node_gets_cold, p.job_gets_warm
+(16, 8, 0)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .reader import FileReader
+
+#: Requests per second S3 serves per key prefix (GET and HEAD) before answering 503 SlowDown.
+S3_REQUESTS_PER_PREFIX = 5500
+_TRAILER = 12  # bytes a cached chunk file adds (core/source/store.go)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The figures of one plan; ``str(plan)`` is the table ``ffrecord plan`` prints."""
+
+    samples: int
+    data_bytes: int
+    chunks: int
+    chunk_size: int
+    nodes: int
+    ranks: int
+    batch_size: int
+    shuffle: str
+    window: int
+    epoch_seconds: float
+    node_gets_cold: int  #: data GETs of one node in the first epoch
+    node_bytes_cold: int
+    node_gets_warm: int  #: in a later epoch, the cache holding the node's share
+    node_bytes_warm: int
+    job_gets_cold: int
+    job_gets_warm: int
+    gets_per_second: float  #: the job's GETs per second on the dataset's prefix, cold
+    cache_streaming: int  #: cache per node for the epoch to run (chunks in use + ahead)
+    cache_warm: int  #: cache per node for later epochs to make no GET
+    chunks_per_batch: float  #: distinct chunks a batch draws from (shuffle quality)
+    chunks_per_batch_full: float  #: the same under a full shuffle
+    window_fraction: float  #: share of a node's data one sample can be swapped with
+
+    def __str__(self) -> str:
+        mib = 1 << 20
+        rows = [
+            ("dataset", f"{self.samples:,} samples, {self.data_bytes / mib:,.1f} MiB, "
+                        f"{self.chunks:,} chunks of <= {self.chunk_size / mib:g} MiB"),
+            ("cluster", f"{self.nodes} nodes x {self.ranks // self.nodes} GPUs, batch "
+                        f"{self.batch_size} per GPU, epoch ~{self.epoch_seconds:,.0f} s"),
+            ("order", f"{self.shuffle} shuffle" + (f", windows of {self.window} chunks"
+                                                   if self.shuffle == "chunk" else "")),
+            ("per node, epoch 1", f"{self.node_gets_cold:,} GETs, {self.node_bytes_cold / mib:,.1f} MiB"),
+            ("per node, epoch 2+", f"{self.node_gets_warm:,} GETs, {self.node_bytes_warm / mib:,.1f} MiB"),
+            ("job, epoch 1", f"{self.job_gets_cold:,} GETs, {self.gets_per_second:,.1f} GETs/s on the "
+                             f"prefix (S3: ~{S3_REQUESTS_PER_PREFIX:,}/s)"),
+            ("job, epoch 2+", f"{self.job_gets_warm:,} GETs"),
+            ("cache per node", f"{self.cache_streaming / mib:,.1f} MiB to run, "
+                               f"{self.cache_warm / mib:,.1f} MiB for GET-free later epochs"),
+            ("shuffle quality", f"{self.chunks_per_batch:,.1f} chunks per batch "
+                                f"(full shuffle: {self.chunks_per_batch_full:,.1f}); a window is "
+                                f"{100 * self.window_fraction:.3g}% of a node's data"),
+        ]
+        if self.gets_per_second > S3_REQUESTS_PER_PREFIX:
+            rows.append(("warning", "over S3's per-prefix request rate: expect 503 SlowDown; "
+                                    "use larger chunks, a cache, or several prefixes"))
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def plan(paths: Any, *, nodes: int = 1, gpus_per_node: int = 1, batch_size: int = 64,
+         samples_per_second: float = 10_000, shuffle: str = "chunk", chunk_size: int = 16 << 20,
+         window: int = 8, cached: bool = True, cache_limit: int | None = None,
+         storage_options: dict[str, Any] | None = None) -> Plan:
+    """The plan of an epoch over ``paths`` (anything ``FileReader`` opens); see the module.
+    ``cached=False`` models readers without a chunk cache (one GET per sample); with one,
+    ``cache_limit`` per node (None: as much as the plan needs) bounds what later epochs
+    find cached."""
+    if shuffle not in ("chunk", "full"):
+        raise ValueError(f"shuffle must be 'chunk' or 'full', not {shuffle!r}")
+    for name, value in (("nodes", nodes), ("gpus_per_node", gpus_per_node), ("batch_size", batch_size),
+                        ("chunk_size", chunk_size), ("window", window)):
+        if int(value) < 1:
+            raise ValueError(f"{name} must be positive, not {value}")
+    if samples_per_second <= 0:
+        raise ValueError(f"samples_per_second must be positive, not {samples_per_second}")
+    with FileReader(paths, check_data=False, storage_options=storage_options) as reader:
+        bounds = reader.chunk_bounds(chunk_size)
+        data_bytes = sum(reader.file_info(k).data_bytes for k in range(len(reader.fnames)))
+        sizes = _chunk_bytes(reader, bounds)
+    return _model(samples=int(bounds[-1]), chunk_bytes=sizes, chunk_size=int(chunk_size),
+                  data_bytes=data_bytes, nodes=int(nodes), ranks=int(nodes) * int(gpus_per_node),
+                  batch_size=int(batch_size), samples_per_second=float(samples_per_second),
+                  shuffle=shuffle, window=int(window), cache_limit=cache_limit, cached=cached)
+
+
+def _chunk_bytes(reader: FileReader, bounds: np.ndarray) -> np.ndarray:
+    """The stored bytes of each chunk."""
+    sizes = reader.sizes(np.arange(reader.n)) if reader.n else np.zeros(0, np.int64)
+    sums = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    return sums[bounds[1:]] - sums[bounds[:-1]]
+
+
+def _model(*, samples: int, chunk_bytes: np.ndarray, chunk_size: int, data_bytes: int, nodes: int,
+           ranks: int, batch_size: int, samples_per_second: float, shuffle: str, window: int,
+           cache_limit: int | None, cached: bool) -> Plan:
+    # ANALYTIC MODEL OF THE CHUNK-AWARE ORDER (swap for ffrecord.order once it lands): chunks
+    # are split evenly among the nodes, each node reads its share a window of `window`
+    # chunks at a time, and a batch draws its samples at random within the window.
+    chunks = len(chunk_bytes)
+    total = int(chunk_bytes.sum())
+    largest = int(chunk_bytes.max()) + _TRAILER if chunks else 0
+    per_node_chunks = math.ceil(chunks / nodes)  # fewer chunks than nodes: nodes share chunks
+    share_bytes = math.ceil(per_node_chunks * total / chunks) if chunks else 0
+    epoch_seconds = samples / samples_per_second
+    cache_warm = share_bytes + per_node_chunks * _TRAILER
+    if shuffle == "chunk":
+        node_gets, node_bytes = per_node_chunks, share_bytes
+        cache_streaming = 2 * min(window, per_node_chunks) * largest  # a window read, the next ahead
+        w = min(window, per_node_chunks) or 1
+        per_batch = w * (1 - (1 - 1 / w) ** batch_size)
+        window_fraction = w / max(1, per_node_chunks)
+    else:  # every node reads every chunk
+        node_gets, node_bytes = chunks, total
+        cache_warm = total + chunks * _TRAILER
+        cache_streaming = cache_warm
+        per_batch = chunks * (1 - (1 - 1 / chunks) ** batch_size) if chunks else 0.0
+        window_fraction = 1.0
+    if not cached:  # one GET per sample, every epoch
+        node_gets, node_bytes = math.ceil(samples / nodes), math.ceil(total / nodes)
+        warm_gets, warm_bytes, cache_streaming, cache_warm = node_gets, node_bytes, 0, 0
+    elif cache_limit is not None and cache_limit < cache_warm:
+        # Later epochs find what LRU kept of the chunks: the same fraction misses again.
+        held = max(0.0, cache_limit / cache_warm)
+        warm_gets, warm_bytes = math.ceil(node_gets * (1 - held)), math.ceil(node_bytes * (1 - held))
+    else:
+        warm_gets, warm_bytes = 0, 0
+    full = chunks * (1 - (1 - 1 / chunks) ** batch_size) if chunks else 0.0
+    return Plan(samples=samples, data_bytes=data_bytes, chunks=chunks, chunk_size=chunk_size,
+                nodes=nodes, ranks=ranks, batch_size=batch_size, shuffle=shuffle, window=window,
+                epoch_seconds=epoch_seconds, node_gets_cold=node_gets, node_bytes_cold=node_bytes,
+                node_gets_warm=warm_gets, node_bytes_warm=warm_bytes,
+                job_gets_cold=node_gets * nodes, job_gets_warm=warm_gets * nodes,
+                gets_per_second=node_gets * nodes / epoch_seconds if epoch_seconds else 0.0,
+                cache_streaming=cache_streaming, cache_warm=cache_warm,
+                chunks_per_batch=per_batch, chunks_per_batch_full=full,
+                window_fraction=window_fraction)
+
+
+def print_plan(paths: Any, **kw: Any) -> Plan:
+    """Prints ``plan(paths, **kw)`` and returns it."""
+    p = plan(paths, **kw)
+    print(p)
+    return p

@@ -1,0 +1,92 @@
+"""``ffrecord.plan`` against a real run at small scale: processes acting as the ranks of two
+nodes (a cache directory each) read a chunk-aware epoch over the loopback server; the data
+GETs and bytes they make are within 10% of the plan's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ffrecord import FileReader, FileWriter
+from ffrecord.cli import main
+from ffrecord.plan import plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.range_server import RangeServer  # noqa: E402
+
+N, SAMPLE, CHUNK, WINDOW, BATCH = 2400, 2048, 64 << 10, 4, 16
+NODES, GPUS = 2, 2
+
+# A rank's share of a chunk-aware epoch: chunks permuted and dealt to the nodes, each node
+# reading windows of WINDOW chunks with samples shuffled inside, its GPUs taking turns.
+RANK = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from ffrecord import FileReader
+    url, cache, node, gpu, nodes, gpus, window, batch, chunk = json.loads(sys.argv[1])
+    r = FileReader(url, cache_dir=cache, chunk_size=chunk)
+    bounds = r.chunk_bounds(chunk)
+    rng = np.random.default_rng(0)
+    mine = rng.permutation(len(bounds) - 1)[node::nodes]
+    batches = []
+    for w in range(0, len(mine), window):
+        idx = np.concatenate([np.arange(bounds[c], bounds[c + 1]) for c in mine[w:w + window]])
+        rng.shuffle(idx)
+        batches += [idx[at:at + batch] for at in range(0, len(idx), batch)]
+    for b in batches[gpu::gpus]:
+        r.read(b)
+    print(json.dumps(r.stats()))
+""")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    path = tmp_path_factory.mktemp("plan") / "d.ffr"
+    rng = np.random.default_rng(0)
+    with FileWriter(path, N) as w:
+        w.write_many([rng.integers(0, 256, SAMPLE, dtype=np.uint8).tobytes() for _ in range(N)])
+    with RangeServer({"/d.ffr": path.read_bytes()}) as srv:
+        yield srv, srv.url + "/d.ffr"
+
+
+def test_measured_gets_and_bytes_are_within_10_percent_of_the_plan(served, tmp_path):
+    srv, url = served
+    with FileReader(url) as r:
+        header = r.file_info(0).header_bytes
+    p = plan(url, nodes=NODES, gpus_per_node=GPUS, batch_size=BATCH, samples_per_second=1000,
+             chunk_size=CHUNK, window=WINDOW)
+    start = len(srv.log)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    procs = [subprocess.Popen([sys.executable, "-c", RANK, json.dumps(
+                [url, str(tmp_path / f"node{node}"), node, gpu, NODES, GPUS, WINDOW, BATCH, CHUNK])],
+                env=env, stdout=subprocess.PIPE, text=True)
+             for node in range(NODES) for gpu in range(GPUS)]
+    for proc in procs:
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0
+    data = [(s, e) for path, s, e in srv.log[start:] if s >= header]
+    gets, got_bytes = len(data), sum(e - s for s, e in data)
+    assert abs(gets - p.job_gets_cold) <= 0.1 * p.job_gets_cold, (gets, p.job_gets_cold)
+    planned_bytes = p.node_bytes_cold * NODES
+    assert abs(got_bytes - planned_bytes) <= 0.1 * planned_bytes, (got_bytes, planned_bytes)
+
+
+def test_full_shuffle_without_cache_and_the_s3_warning(served, capsys):
+    srv, url = served
+    p = plan(url, nodes=64, gpus_per_node=8, batch_size=64, samples_per_second=200_000,
+             shuffle="full", cached=False)
+    assert p.job_gets_cold == 64 * -(-N // 64) and p.job_gets_warm == p.job_gets_cold
+    assert "503 SlowDown" in str(p)
+    assert main(["plan", url, "--nodes", "2", "--gpus-per-node", "8", "--batch-size", "64",
+                 "--samples-per-second", "20000", "--chunk-size", str(CHUNK), "--window", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "per node, epoch 1" in out and "GETs/s on the prefix" in out
+    with pytest.raises(ValueError, match="window"):
+        plan(url, window=0)

@@ -1,0 +1,77 @@
+"""A remote structured dataset reads a batch of all its fields as one request plan:
+small fixed-size fields held whole, nearby ranges merged, at most one GET per datapoint
+without the cache and one per chunk with it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ffrecord.dataset import DatasetReader, DatasetWriter
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.range_server import RangeServer  # noqa: E402
+
+N, IMAGE = 512, 2000
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ds") / "ds"
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 256, IMAGE, dtype=np.uint8).tobytes() for _ in range(N)]
+    with DatasetWriter(path, {"image": "bytes", "label": "int"}) as w:
+        for i in range(N):
+            w.append({"image": images[i], "label": i * 7})
+    objects = {f"/ds/{f.name}": f.read_bytes() for f in path.iterdir()}
+    with RangeServer(objects) as srv:
+        yield srv, srv.url + "/ds/", images
+
+
+def data_gets(srv) -> int:
+    return sum(n for path, n in srv.gets.items() if path.endswith(".ffr"))
+
+
+def epoch(reader, batch: int = 64, seed: int = 0):
+    order = np.random.default_rng(seed).permutation(N)
+    for at in range(0, N, batch):
+        yield order[at:at + batch], reader.read(order[at:at + batch])
+
+
+def test_an_epoch_makes_at_most_one_get_per_datapoint(served):
+    srv, url, images = served
+    with DatasetReader(url) as reader:
+        before = data_gets(srv)
+        for idx, rows in epoch(reader):
+            assert [r["label"] for r in rows] == [int(i) * 7 for i in idx]
+            assert [r["image"] for r in rows] == [images[i] for i in idx]
+        gets = data_gets(srv) - before
+    assert gets <= N  # the labels: one whole read for the epoch; images: at most one each
+
+
+def test_with_the_cache_an_epoch_makes_one_get_per_chunk(served, tmp_path):
+    srv, url, images = served
+    opts = {"cache_dir": str(tmp_path / "cache"), "chunk_size": 64 * IMAGE}
+    with DatasetReader(url, cache_dir=tmp_path / "cache", chunk_size=64 * IMAGE) as reader:
+        chunks = len(reader.field_reader("image").chunk_bounds(64 * IMAGE)) - 1
+        before = data_gets(srv)
+        for idx, rows in epoch(reader):
+            assert [r["image"] for r in rows] == [images[i] for i in idx]
+        assert data_gets(srv) - before <= chunks + 2  # + the labels, read whole
+    with DatasetReader(url, storage_options=opts) as reader:
+        before = data_gets(srv)
+        for idx, rows in epoch(reader, seed=1):
+            assert [r["label"] for r in rows] == [int(i) * 7 for i in idx]
+        assert data_gets(srv) - before <= 1  # the images come from the cache
+
+
+def test_nearby_values_merge_into_one_request(served):
+    srv, url, _ = served
+    with DatasetReader(url) as reader:
+        label = reader.field_reader("label")  # read per batch, as a larger field would be
+        before = data_gets(srv)
+        label.read(np.random.default_rng(3).choice(N, 64, replace=False))
+        assert data_gets(srv) - before == 1  # 64 labels 8 bytes each, bytes apart: one GET
