@@ -114,6 +114,11 @@ int32_t ffr_open_handles(uint64_t *count);
  * written at close). */
 int32_t ffr_writer_create(const char *path, uint64_t n, int32_t compression, int64_t *handle);
 
+/* durable != 0 (the default): ffr_writer_close fsyncs the file and its directory. 0: it does
+ * not (nor does the writer start writeback early), for scratch files a crash may lose: the
+ * file still appears at path complete or not at all while the machine stays up. */
+int32_t ffr_writer_set_durable(int64_t handle, int32_t durable);
+
 /* Appends one sample of len bytes. len may be 0 (data may then be NULL). */
 int32_t ffr_writer_write(int64_t handle, const void *data, uint64_t len);
 

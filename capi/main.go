@@ -53,6 +53,11 @@ func ffr_writer_create(path *C.ffr_cchar, n C.uint64_t, compression C.int32_t, h
 	return C.int32_t(abi.WriterCreate(unsafe.Pointer(path), uint64(n), int32(compression), unsafe.Pointer(handle)))
 }
 
+//export ffr_writer_set_durable
+func ffr_writer_set_durable(handle C.int64_t, durable C.int32_t) C.int32_t {
+	return C.int32_t(abi.WriterSetDurable(int64(handle), int32(durable)))
+}
+
 //export ffr_writer_write
 func ffr_writer_write(handle C.int64_t, data *C.ffr_cvoid, size C.uint64_t) C.int32_t {
 	return C.int32_t(abi.WriterWrite(int64(handle), unsafe.Pointer(data), uint64(size)))

@@ -35,6 +35,9 @@ class DatasetWriter(ClosesOrAborts):
     place, where an unknown count stages the data and copies it behind the header at
     ``close`` (one more pass over the data on disk).
 
+    ``durable=False`` skips the fsync of each field file at ``close()`` (scratch datasets:
+    see ``FileWriter``); ``spec.json`` is still written atomically.
+
     ``directory`` may be an ``s3://bucket/prefix/`` URL (with ``storage_options`` as for
     ``FileWriter``): the dataset is then written to a local staging directory and uploaded
     by ``close()``, the field files first and ``spec.json`` last, so the prefix never holds
@@ -53,7 +56,7 @@ class DatasetWriter(ClosesOrAborts):
 
     def __init__(self, directory: Any, spec: Mapping[str, str],
                  encoders: Mapping[str, Callable] | None = None, *, length: int | None = None,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None, durable: bool = True) -> None:
         self._writers: dict[str, FileWriter] = {}
         self._staging: str | None = None
         self.storage_options = storage_options
@@ -79,7 +82,7 @@ class DatasetWriter(ClosesOrAborts):
         try:
             for name, field in self._fields.items():
                 self._writers[name] = FileWriter(self.directory / field.file, length,
-                                                 compression=field.compression)
+                                                 compression=field.compression, durable=durable)
         except BaseException:
             self.abort()
             raise
