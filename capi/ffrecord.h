@@ -220,6 +220,13 @@ int32_t ffr_reader_sizes(int64_t handle, const uint64_t *indices, uint64_t n, ui
 int32_t ffr_reader_read_batch(int64_t handle, const uint64_t *indices, uint64_t n, void *dst,
                               uint64_t dst_len, uint64_t *sizes);
 
+/* Sample index of each of the n readers handles[0..n), back to back into dst in that order,
+ * sizes[k] set as ffr_reader_sizes does: one call for a datapoint whose fields are in
+ * separate files. When dst_len is smaller than the total, returns FFR_E_SHORTBUF with every
+ * size filled (dst's contents are then unspecified). */
+int32_t ffr_readers_read_one(const int64_t *handles, uint64_t n, uint64_t index, void *dst,
+                             uint64_t dst_len, uint64_t *sizes);
+
 /* Starts bringing samples indices[0..n) into the page cache and returns without waiting
  * for them (a hint for a later ffr_reader_read_batch of them, such as a loader worker's next
  * batch); *queued receives the number of reads queued. Fails only with FFR_E_INDEX for an
