@@ -139,7 +139,7 @@ class FileReader:
         b'ccc'
         """
         buf, sizes = self._single.read(one_index(index, self.n), (self,))
-        return buf[:sizes[0]]
+        return np.frombuffer(buf, np.uint8, sizes[0])
 
     def prefetch(self, indices: Any) -> int:
         """Starts bringing the samples at ``indices`` into the page cache and returns at once,

@@ -73,6 +73,11 @@ class Readable:
         index, mask = key if isinstance(key, tuple) and len(key) == 2 else (key, None)
         return self.read([one_index(index, len(self))], mask)[0]
 
+    def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
+        """``read(indices)``: torch's ``DataLoader`` (2.0 and later) fetches a batch this
+        way, one read per field instead of one per datapoint."""
+        return self.read(indices)
+
     def __iter__(self):
         for start in range(0, len(self), _ITER_BATCH):
             yield from self.read(np.arange(start, min(start + _ITER_BATCH, len(self))))
@@ -190,7 +195,7 @@ class DatasetReader(Readable):
 
     def __getitem__(self, key: Any) -> dict[str, Any]:
         if type(key) is int and self._single is not None:
-            return self._read_one(one_index(key, self._length))
+            return self._read_one(key if 0 <= key < self._length else one_index(key, self._length))
         return super().__getitem__(key)
 
     def _read_one(self, index: int) -> dict[str, Any]:
