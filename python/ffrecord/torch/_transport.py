@@ -37,6 +37,8 @@ from torch.utils.data._utils.pin_memory import pin_memory as _torch_pin_memory
 
 __all__ = ["Packed", "Receiving", "WorkerCollate", "forget_exited_workers", "receive", "scratch"]
 
+# Linux: memfd_create, and /proc/<pid>/fd to map a worker's arena; elsewhere torch's pipe.
+SUPPORTED = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
 _ALIGN = 64
 _HEADER = 4096  # the arena's slot states, one byte each
 _SLOTS = 4  # slots per arena: a worker's prefetched batches, plus one the user holds
@@ -372,7 +374,7 @@ class _Receiver:
                 mapped = self.mapped[key] = _Mapped(packed)
         slot = mapped.slot_type.from_buffer(mapped.map, _HEADER + packed.slot * packed.slot_size)
         weakref.finalize(slot, _release, mapped.states, packed.slot, os.getpid()).atexit = False
-        return _rebuild(packed.skeleton, slot)
+        return _rebuild(packed.skeleton, slot, memoryview(slot).cast("B").toreadonly())
 
     def forget_exited(self) -> None:
         """Drops the mappings of workers that have exited (views still held keep theirs)."""
@@ -400,22 +402,23 @@ def forget_exited_workers() -> None:
         _RECEIVER.forget_exited()
 
 
-def _rebuild(skeleton: Any, slot: Any) -> Any:
+def _rebuild(skeleton: Any, slot: Any, raw: memoryview) -> Any:
+    """The batch of ``skeleton`` over ``slot`` (``raw``: the slot as read-only bytes)."""
     kind = type(skeleton)
     if kind is _Leaf:
         leaf = skeleton
         if leaf.kind == "bytes":
-            return memoryview(slot).cast("B")[leaf.offset:leaf.offset + leaf.nbytes].toreadonly()
+            return raw[leaf.offset:leaf.offset + leaf.nbytes]
         if leaf.kind == "tensor":
             return torch.frombuffer(slot, dtype=leaf.dtype, count=leaf.nbytes // leaf.dtype.itemsize,
                                     offset=leaf.offset).view(leaf.shape)
         return np.frombuffer(slot, leaf.dtype, leaf.nbytes // leaf.dtype.itemsize, leaf.offset).reshape(leaf.shape)
     if kind is list:
-        return [_rebuild(x, slot) for x in skeleton]
+        return [_rebuild(x, slot, raw) for x in skeleton]
     if kind is dict:
-        return {k: _rebuild(v, slot) for k, v in skeleton.items()}
+        return {k: _rebuild(v, slot, raw) for k, v in skeleton.items()}
     if kind is tuple:
-        return tuple(_rebuild(x, slot) for x in skeleton)
+        return tuple(_rebuild(x, slot, raw) for x in skeleton)
     if isinstance(skeleton, tuple) and hasattr(skeleton, "_fields"):
-        return kind(*(_rebuild(x, slot) for x in skeleton))
+        return kind(*(_rebuild(x, slot, raw) for x in skeleton))
     return skeleton

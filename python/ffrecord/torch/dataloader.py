@@ -117,7 +117,8 @@ class DataLoader(torch.utils.data.DataLoader):
 
     ``shared_memory`` (default True): worker batches travel in shared memory, not through
     torch's pipe (see ``_transport``): tensors and arrays arrive as views of it, and
-    ``bytes``-like values as read-only ``memoryview`` objects. False keeps torch's pipe.
+    ``bytes``-like values as read-only ``memoryview`` objects. False keeps torch's pipe
+    (always used where there is no ``memfd_create``: outside Linux).
 
     Each batch is one ``dataset[indices]`` call (via ``__getitems__``), then ``collate_fn``.
     Without a ``collate_fn``, batches are collated by ``ffrecord.torch.collate.default_collate``:
@@ -158,7 +159,8 @@ class DataLoader(torch.utils.data.DataLoader):
             multiprocessing_context = _default_start_method()
         if collate_fn is None and (batch_size is not None or batch_sampler is not None):
             collate_fn = default_collate  # torch's default for batches (auto-collation)
-        if num_workers > 0 and shared_memory and not isinstance(collate_fn, _transport.WorkerCollate):
+        if (num_workers > 0 and shared_memory and _transport.SUPPORTED
+                and not isinstance(collate_fn, _transport.WorkerCollate)):
             collate_fn = _transport.WorkerCollate(collate_fn or torch.utils.data.default_convert)
         super().__init__(
             dataset,
