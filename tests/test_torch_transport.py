@@ -169,3 +169,22 @@ def test_killed_main_process_leaves_nothing_behind():
         time.sleep(0.2)
     assert not any(os.path.exists(f"/proc/{pid}") for pid in workers)
     assert shm_entries() - shm_before == set()
+
+
+def test_every_dtype_shape_and_layout_round_trips():
+    batch = {
+        "bfloat16": torch.arange(6, dtype=torch.bfloat16).view(2, 3),
+        "complex": torch.ones(3, dtype=torch.complex64),
+        "bool": torch.tensor([True, False]),
+        "scalar": torch.tensor(5),
+        "transposed": torch.arange(12).view(3, 4).t(),
+        "big_endian": np.arange(4, dtype=">i4"),
+        "int_view": memoryview(np.arange(3, dtype=np.int32)),
+        "grad": torch.ones(2, requires_grad=True),  # left to torch's pickling
+    }
+    got = _transport.receive(_transport._Sender().pack(batch))
+    for key in ("bfloat16", "complex", "bool", "scalar", "transposed"):
+        assert got[key].dtype == batch[key].dtype and torch.equal(got[key], batch[key]), key
+    assert got["big_endian"].dtype == np.dtype(">i4") and np.array_equal(got["big_endian"], batch["big_endian"])
+    assert bytes(got["int_view"]) == bytes(batch["int_view"])
+    assert got["grad"] is batch["grad"]

@@ -24,6 +24,7 @@ arrays as writable views of the slot.
 from __future__ import annotations
 
 import ctypes
+import functools
 import mmap
 import os
 import threading
@@ -402,6 +403,11 @@ def forget_exited_workers() -> None:
         _RECEIVER.forget_exited()
 
 
+@functools.lru_cache(maxsize=None)
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()  # dtype.itemsize needs torch 2.1
+
+
 def _rebuild(skeleton: Any, slot: Any, raw: memoryview) -> Any:
     """The batch of ``skeleton`` over ``slot`` (``raw``: the slot as read-only bytes)."""
     kind = type(skeleton)
@@ -410,7 +416,7 @@ def _rebuild(skeleton: Any, slot: Any, raw: memoryview) -> Any:
         if leaf.kind == "bytes":
             return raw[leaf.offset:leaf.offset + leaf.nbytes]
         if leaf.kind == "tensor":
-            return torch.frombuffer(slot, dtype=leaf.dtype, count=leaf.nbytes // leaf.dtype.itemsize,
+            return torch.frombuffer(slot, dtype=leaf.dtype, count=leaf.nbytes // _itemsize(leaf.dtype),
                                     offset=leaf.offset).view(leaf.shape)
         return np.frombuffer(slot, leaf.dtype, leaf.nbytes // leaf.dtype.itemsize, leaf.offset).reshape(leaf.shape)
     if kind is list:
