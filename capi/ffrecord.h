@@ -114,6 +114,11 @@ int32_t ffr_open_handles(uint64_t *count);
  * written at close). */
 int32_t ffr_writer_create(const char *path, uint64_t n, int32_t compression, int64_t *handle);
 
+/* durable != 0 (the default): ffr_writer_close fsyncs the file and its directory. 0: it does
+ * not (nor does the writer start writeback early), for scratch files a crash may lose: the
+ * file still appears at path complete or not at all while the machine stays up. */
+int32_t ffr_writer_set_durable(int64_t handle, int32_t durable);
+
 /* Appends one sample of len bytes. len may be 0 (data may then be NULL). */
 int32_t ffr_writer_write(int64_t handle, const void *data, uint64_t len);
 
@@ -242,10 +247,17 @@ int32_t ffr_reader_sizes(int64_t handle, const uint64_t *indices, uint64_t n, ui
 int32_t ffr_reader_read_batch(int64_t handle, const uint64_t *indices, uint64_t n, void *dst,
                               uint64_t dst_len, uint64_t *sizes);
 
+/* Sample index of each of the n readers handles[0..n), back to back into dst in that order,
+ * sizes[k] set as ffr_reader_sizes does: one call for a datapoint whose fields are in
+ * separate files. When dst_len is smaller than the total, returns FFR_E_SHORTBUF with every
+ * size filled (dst's contents are then unspecified). */
+int32_t ffr_readers_read_one(const int64_t *handles, uint64_t n, uint64_t index, void *dst,
+                             uint64_t dst_len, uint64_t *sizes);
+
 /* Starts bringing samples indices[0..n) into the page cache (remote files read through
  * the chunk cache: starts downloading their chunks, as many as the cache has room for)
- * and returns without waiting for them (a hint for a later ffr_reader_read_batch of them, such as a loader worker's next
- * batch); *queued receives the number of reads queued. Fails only with FFR_E_INDEX for an
+ * and returns without waiting for them (a hint for a later ffr_reader_read_batch of them,
+ * such as a loader worker's next batch); *queued receives the number of reads queued. Fails only with FFR_E_INDEX for an
  * index out of range or on a closed handle; queues nothing (0) for a reader opened with
  * FFR_DIRECT, for samples that a few probes find cached already, or while several earlier
  * prefetches of the reader still run. Closing the reader waits for running prefetches. */

@@ -16,6 +16,7 @@ typedef const char ffr_cchar;
 typedef const char *const ffr_cpath;
 typedef const void ffr_cvoid;
 typedef const uint64_t ffr_cu64;
+typedef const int64_t ffr_ci64;
 typedef const void *const ffr_cbuffer;
 */
 import "C"
@@ -51,6 +52,11 @@ func ffr_open_handles(count *C.uint64_t) C.int32_t {
 //export ffr_writer_create
 func ffr_writer_create(path *C.ffr_cchar, n C.uint64_t, compression C.int32_t, handle *C.int64_t) C.int32_t {
 	return C.int32_t(abi.WriterCreate(unsafe.Pointer(path), uint64(n), int32(compression), unsafe.Pointer(handle)))
+}
+
+//export ffr_writer_set_durable
+func ffr_writer_set_durable(handle C.int64_t, durable C.int32_t) C.int32_t {
+	return C.int32_t(abi.WriterSetDurable(int64(handle), int32(durable)))
 }
 
 //export ffr_writer_write
@@ -186,6 +192,11 @@ func ffr_reader_file_info(handle C.int64_t, i C.uint64_t, info *C.uint64_t, ninf
 //export ffr_reader_file_header
 func ffr_reader_file_header(handle C.int64_t, i C.uint64_t, offsets *C.uint64_t, checksums *C.uint32_t, n C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderFileHeader(int64(handle), uint64(i), unsafe.Pointer(offsets), unsafe.Pointer(checksums), uint64(n)))
+}
+
+//export ffr_readers_read_one
+func ffr_readers_read_one(handles *C.ffr_ci64, n C.uint64_t, index C.uint64_t, dst unsafe.Pointer, dstLen C.uint64_t, sizes *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReadersReadOne(unsafe.Pointer(handles), uint64(n), uint64(index), dst, uint64(dstLen), unsafe.Pointer(sizes)))
 }
 
 //export ffr_reader_read_ranges

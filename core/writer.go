@@ -62,6 +62,8 @@ type Writer struct {
 	err      error // a failed write: the file is lost, every later call reports it
 	closeErr error // the first Close's result, which later calls return again
 
+	volatile bool // SetDurable(false): no writeback, no fsync at Close
+
 	writtenBack uint64 // file offset up to which writeback has been started
 	// writeback receives the end of the one writeback request running in the background;
 	// nil when none runs.
@@ -370,7 +372,7 @@ const writebackStep = 16 << 20
 // Staged data (UnknownCount) is left alone: it is copied and deleted at Close, and need
 // not reach the disk at all.
 func (w *Writer) startWriteback(end uint64) {
-	if w.n == UnknownCount || end < w.writtenBack+writebackStep {
+	if w.volatile || w.n == UnknownCount || end < w.writtenBack+writebackStep {
 		return
 	}
 	if w.writeback != nil {
@@ -462,8 +464,10 @@ func (w *Writer) finish() error {
 	if err := writeHeader(out, w.crcs, w.offsets, w.buf[:0]); err != nil {
 		return fmt.Errorf("%s: writing header: %w", w.path, err)
 	}
-	if err := out.Sync(); err != nil {
-		return fmt.Errorf("%s: %w", w.path, err)
+	if !w.volatile {
+		if err := out.Sync(); err != nil {
+			return fmt.Errorf("%s: %w", w.path, err)
+		}
 	}
 	if err := os.Rename(out.Name(), w.path); err != nil {
 		return err
@@ -471,7 +475,20 @@ func (w *Writer) finish() error {
 	if err := out.Close(); err != nil {
 		return fmt.Errorf("%s: %w", w.path, err)
 	}
+	if w.volatile {
+		return nil
+	}
 	return syncDir(filepath.Dir(w.path))
+}
+
+// SetDurable(false) makes Close skip both fsyncs (and the writer skip its early writeback):
+// for scratch files that a crash may lose. The file still appears complete at its path, or
+// not at all, to every process while the machine stays up; after a power loss or kernel
+// crash it may be missing or hold zeros. Durable is the default.
+func (w *Writer) SetDurable(durable bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.volatile = !durable
 }
 
 func syncDir(dir string) error {

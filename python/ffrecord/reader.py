@@ -26,6 +26,7 @@ import numpy as np
 
 from . import _lib, _paths, _remote
 from ._indices import index_array, one_index
+from ._single import SampleReads
 from .errors import E_CHECKSUM, E_CORRUPT, E_SHORTBUF, CorruptFileError, FFRecordWarning
 
 PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
@@ -125,6 +126,7 @@ class FileReader:
         self.fnames: list[str] = self._names(lib.dll)
         self._fixed_size = _SIZE_UNKNOWN
         self._pools = threading.local()
+        self._single = SampleReads(1)
         for message in self._warnings(lib.dll):
             warnings.warn(message, FFRecordWarning, stacklevel=2)
 
@@ -145,8 +147,8 @@ class FileReader:
         >>> r.read_one(-1).tobytes()                    # doctest: +SKIP
         b'ccc'
         """
-        idx = np.array([one_index(index, self.n)], np.uint64)
-        return self._read(idx, None)[0]
+        buf, sizes = self._single.read(one_index(index, self.n), (self,))
+        return np.frombuffer(buf, np.uint8, sizes[0])
 
     def prefetch(self, indices: Any) -> int:
         """Starts bringing the samples at ``indices`` into the page cache and returns at once,

@@ -50,6 +50,7 @@ def dump(
     start_method: Optional[str] = None,
     storage_options: Optional[dict] = None,
     progress: bool = False,
+    durable: bool = True,
 ) -> None:
     """Writes ``dataset[0] … dataset[len(dataset)-1]`` to FFRecord file(s).
 
@@ -75,6 +76,8 @@ def dump(
         max_workers: worker processes (default: one per CPU, at most one per file).
         storage_options: options for an ``s3://`` destination (see
             :class:`ffrecord.FileReader`).
+        durable: ``False`` skips the fsync of each file at its close (scratch output: see
+            :class:`ffrecord.FileWriter`).
         start_method: multiprocessing start method. The default is ``"fork"`` where it
             exists, because the workers then share the dataset copy-on-write and it need not
             be picklable (the Go library reloads itself safely in forked children); otherwise
@@ -99,14 +102,15 @@ def dump(
         staging = _remote.Staging(os.fsdecode(fname))
         try:
             dump(dataset, staging.path, nfiles, verbose, compression=compression,
-                 max_workers=max_workers, start_method=start_method)
+                 max_workers=max_workers, start_method=start_method, durable=durable)
             _upload_dump(staging.path, os.fsdecode(fname), nfiles, storage_options)
         finally:
             staging.discard()
         return
     n = len(dataset)
+    options = {"compression": compression, "durable": durable}  # for each FileWriter
     if nfiles == 1:
-        _write_here(dataset, [(fname, 0, n)], compression, verbose)
+        _write_here(dataset, [(fname, 0, n)], options, verbose)
         return
 
     ranges = _split(n, nfiles)
@@ -127,10 +131,10 @@ def dump(
         if method != "fork" and not _picklable(dataset):
             warnings.warn(f"the dataset cannot be pickled for the {method!r} start method; "
                           "writing the parts in this process")
-            _write_here(dataset, tasks, compression, verbose)
+            _write_here(dataset, tasks, options, verbose)
         else:
             workers = max_workers or min(len(tasks), os.cpu_count() or 1)
-            _run_workers(dataset, tasks, compression, verbose, n, workers, method)
+            _run_workers(dataset, tasks, options, verbose, n, workers, method)
     except BaseException:
         for path in parts:
             path.unlink(missing_ok=True)
@@ -174,18 +178,17 @@ def _picklable(obj: Any) -> bool:
     return True
 
 
-def _write_here(dataset: Sequence[Any], tasks: list, compression: Optional[str],
-                verbose: bool) -> None:
+def _write_here(dataset: Sequence[Any], tasks: list, options: dict, verbose: bool) -> None:
     """Writes the (path, start, count) tasks one after the other in this process."""
     with ProgressBar(sum(task[2] for task in tasks), verbose) as bar:
         for path, start, count in tasks:
-            _write_range(dataset, path, start, count, compression, bar.update, lambda: False)
+            _write_range(dataset, path, start, count, options, bar.update, lambda: False)
 
 
 def _write_range(dataset: Sequence[Any], path: PathLike, start: int, count: int,
-                 compression: Optional[str], advance: Callable[[int], Any],
+                 options: dict, advance: Callable[[int], Any],
                  cancelled: Callable[[], bool]) -> None:
-    with FileWriter(path, count, compression=compression) as writer:
+    with FileWriter(path, count, **options) as writer:
         for i in range(start, start + count):
             if (i - start) % _CHECK_EVERY == 0 and cancelled():
                 raise _Cancelled()
@@ -203,14 +206,14 @@ def _add_note(exc: BaseException, note: str) -> None:
         add_note(note)
 
 
-def _run_workers(dataset: Sequence[Any], tasks: list, compression: Optional[str],
+def _run_workers(dataset: Sequence[Any], tasks: list, options: dict,
                  verbose: bool, n: int, workers: int, method: str) -> None:
     ctx = mp.get_context(method)
     cancel = ctx.Event()
     progress = ctx.Queue() if verbose else None
     with ProgressBar(n, verbose) as bar, ProcessPoolExecutor(
         workers, mp_context=ctx, initializer=_init_worker,
-        initargs=(dataset, compression, cancel, progress),
+        initargs=(dataset, options, cancel, progress),
     ) as pool:
         pending = {pool.submit(_write_part, *task) for task in tasks}
         try:
@@ -246,15 +249,15 @@ def _drain(progress, bar: "ProgressBar") -> None:
 _worker: dict = {}
 
 
-def _init_worker(dataset, compression, cancel, progress) -> None:
-    _worker.update(dataset=dataset, compression=compression, cancel=cancel,
+def _init_worker(dataset, options, cancel, progress) -> None:
+    _worker.update(dataset=dataset, options=options, cancel=cancel,
                    progress=progress)
 
 
 def _write_part(path: str, start: int, count: int) -> None:
     reporter = _Reporter(_worker["progress"])
     try:
-        _write_range(_worker["dataset"], path, start, count, _worker["compression"],
+        _write_range(_worker["dataset"], path, start, count, _worker["options"],
                      reporter.add, _worker["cancel"].is_set)
     finally:
         reporter.flush()

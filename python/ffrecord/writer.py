@@ -74,6 +74,11 @@ class FileWriter(ClosesOrAborts):
     in parallel parts when large; the object appears only when the upload completes, and
     nothing appears when writing, closing or uploading fails.
 
+    ``close()`` makes the file durable (fsync of the file and its directory) before it
+    returns. ``durable=False`` skips that, for scratch files a crash may lose (a conversion's
+    intermediate output, a benchmark): the file still appears at ``fname`` complete or not
+    at all while the machine stays up, but after a power loss it may be missing or hold zeros.
+
     Small ``bytes`` samples are kept (bytes cannot change, so no copy is made) and written
     in batches of up to 1 MiB or 4096 samples; other buffers, which may change after the
     call, are written at once, after what was gathered before them, so the order is always
@@ -94,7 +99,7 @@ class FileWriter(ClosesOrAborts):
 
     def __init__(self, fname: PathArg, n: int | None = None, *,
                  compression: str | None = None,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None, durable: bool = True) -> None:
         self._handle = 0  # nothing to clean up if the checks below fail
         self._staging: _remote.Staging | None = None
         if not isinstance(fname, (str, bytes, os.PathLike)):
@@ -133,6 +138,9 @@ class FileWriter(ClosesOrAborts):
             raise
         self._library = lib  # the copy that owns the handle (a forked child gets another)
         self._handle = handle.value
+        self.durable = bool(durable)
+        if not self.durable:
+            _lib.check(lib.dll.ffr_writer_set_durable(self._handle, 0))
 
     def write_one(self, data: Any) -> None:
         """Appends one sample: ``bytes``, ``bytearray``, ``memoryview``, a numpy array or any

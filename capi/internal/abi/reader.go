@@ -3,6 +3,7 @@ package abi
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"unsafe"
@@ -218,6 +219,52 @@ func ReaderReadBatch(handle int64, indices unsafe.Pointer, n uint64, dst unsafe.
 	}
 	if err := r.ReadBatch(idx, buf, out); err != nil {
 		return fail(err)
+	}
+	return StatusOK
+}
+
+// ReadersReadOne implements ffr_readers_read_one: sample index of each of n readers, back
+// to back into dst (a structured dataset's datapoint, one file per field, in one call).
+func ReadersReadOne(handles unsafe.Pointer, n uint64, index uint64, dst unsafe.Pointer, dstLen uint64, sizes unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_readers_read_one"
+	hs, err := cArray[int64](fn, "handles", handles, n)
+	if err != nil {
+		return fail(err)
+	}
+	out, err := cArray[uint64](fn, "sizes", sizes, n)
+	if err != nil {
+		return fail(err)
+	}
+	buf, err := cArray[byte](fn, "dst", dst, dstLen)
+	if err != nil {
+		return fail(err)
+	}
+	one := []uint64{index}
+	var at uint64
+	short := false
+	for k, h := range hs {
+		r, err := readers.get(fn, h)
+		if err != nil {
+			return fail(err)
+		}
+		if short { // only the sizes now, for the caller's next buffer
+			if err := r.Sizes(one, out[k:k+1]); err != nil {
+				return fail(err)
+			}
+			at += out[k]
+			continue
+		}
+		err = r.ReadBatch(one, buf[at:], out[k:k+1])
+		if errors.Is(err, io.ErrShortBuffer) {
+			short = true
+		} else if err != nil {
+			return fail(err)
+		}
+		at += out[k]
+	}
+	if short {
+		return failf(StatusShortBuf, fmt.Sprintf("%s: the samples need %d bytes, the buffer has %d", fn, at, dstLen))
 	}
 	return StatusOK
 }

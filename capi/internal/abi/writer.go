@@ -29,6 +29,17 @@ func WriterCreate(path unsafe.Pointer, n uint64, compression int32, handle unsaf
 	return StatusOK
 }
 
+// WriterSetDurable implements ffr_writer_set_durable.
+func WriterSetDurable(handle int64, durable int32) (status int32) {
+	defer recoverPanic(&status)
+	w, err := writers.get("ffr_writer_set_durable", handle)
+	if err != nil {
+		return fail(err)
+	}
+	w.SetDurable(durable != 0)
+	return StatusOK
+}
+
 // WriterWrite implements ffr_writer_write. The core copies or writes out the sample
 // before returning, so the caller's buffer is free again when this returns. A core.Writer
 // serialises concurrent calls itself.

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _remote
 from .._indices import index_array, one_index
+from .._single import SampleReads
 from ..reader import FileReader
 from . import codecs, sequence
 from .errors import (CodecError, CorruptDatasetError, IncompleteDatasetError, MaskError,
@@ -114,6 +115,11 @@ class Readable:
         if isinstance(index, _MANY):
             return self.read(range(len(self))[index] if isinstance(index, slice) else index, mask)
         return self.read([one_index(index, len(self))], mask)[0]
+
+    def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
+        """``read(indices)``: torch's ``DataLoader`` (2.0 and later) fetches a batch this
+        way, one read per field instead of one per datapoint."""
+        return self.read(indices)
 
     def __iter__(self):
         for start in range(0, len(self), _ITER_BATCH):
@@ -240,6 +246,10 @@ class DatasetReader(Readable):
         # Held in memory: the fields named, and when remote the small fixed-size ones
         # (labels, ids), which would otherwise cost a request per batch.
         self._held = set(self.cache_keys) | (self._small_fields() if self._remote else set())
+        self._single: tuple | None = None  # (SampleReads, readers, [(field, decoder)])
+        if not self._held and not any(field.sequence for field in self._fields.values()):
+            self._single = (SampleReads(len(self._readers)), list(self._readers.values()),
+                            [(field, self._decoders[name]) for name, field in self._fields.items()])
 
     def _small_fields(self) -> set[str]:
         small = set()
@@ -249,6 +259,25 @@ class DatasetReader(Readable):
                     and info.data_bytes <= _HELD_VALUE_BYTES * max(1, self._length)):
                 small.add(name)
         return small
+
+    def __getitem__(self, key: Any) -> dict[str, Any]:
+        if type(key) is int and self._single is not None:
+            return self._read_one(key if 0 <= key < self._length else one_index(key, self._length))
+        return super().__getitem__(key)
+
+    def _read_one(self, index: int) -> dict[str, Any]:
+        """Datapoint ``index`` of plain fields: one native call for all of them."""
+        reads, readers, decoders = self._single
+        buf, sizes = reads.read(index, readers)
+        view = memoryview(buf)
+        out, at = {}, 0
+        for (field, decode), size in zip(decoders, sizes):
+            try:
+                out[field.name] = decode(view[at:at + size])
+            except Exception as exc:
+                raise self._decode_error(field, index, None, exc) from exc
+            at += size
+        return out
 
     def _open_field(self, field: Field) -> FileReader:
         path = self.directory / field.file

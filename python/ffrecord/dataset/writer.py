@@ -46,7 +46,8 @@ class DatasetWriter(ClosesOrAborts):
 
     ``metadata`` (a JSON-serialisable dict, e.g. class names) is stored in ``spec.json`` and
     read back as ``reader.metadata``; ``progress=True`` shows a bar (rate, and with
-    ``length`` an ETA) on stderr.
+    ``length`` an ETA) on stderr. ``durable=False`` skips the fsync of each field file at ``close()`` (scratch datasets:
+    see ``FileWriter``); ``spec.json`` is still written atomically.
 
     ``directory`` may be an ``s3://bucket/prefix/`` URL (with ``storage_options`` as for
     ``FileWriter``): the dataset is then written to a local staging directory and uploaded
@@ -67,7 +68,8 @@ class DatasetWriter(ClosesOrAborts):
     def __init__(self, directory: Any, spec: Mapping[str, str],
                  encoders: Mapping[str, Callable] | None = None, *, length: int | None = None,
                  storage_options: dict[str, Any] | None = None,
-                 metadata: Mapping[str, Any] | None = None, progress: bool = False) -> None:
+                 metadata: Mapping[str, Any] | None = None, progress: bool = False,
+                 durable: bool = True) -> None:
         self._writers: dict[str, FileWriter] = {}
         self._placed: dict[str, os.stat_result] = {}  # field files this writer moved into place
         self._staging: str | None = None
@@ -97,7 +99,7 @@ class DatasetWriter(ClosesOrAborts):
             self._claim_directory()
             for name, field in self._fields.items():
                 self._writers[name] = FileWriter(self.directory / field.file, length,
-                                                 compression=field.compression)
+                                                 compression=field.compression, durable=durable)
         except BaseException:
             self.abort()
             raise

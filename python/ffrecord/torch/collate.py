@@ -35,6 +35,8 @@ from torch.utils.data._utils import collate as _torch_collate
 
 from ffrecord.reader import FileReader
 
+from . import _transport
+
 # Element types torch's default_collate turns into tensors of the same dtype.
 _DTYPES = {np.dtype(name): getattr(torch, name) for name in (
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
@@ -186,6 +188,10 @@ def _new_batch_tensor(shape: tuple, dtype: np.dtype) -> torch.Tensor:
 
 def _shared_bytes(nbytes: int) -> torch.Tensor:
     """A 1-D uint8 tensor of ``nbytes`` in shared memory (what torch sends between processes
-    by file descriptor, without copying)."""
+    by file descriptor, without copying), or of the slot the batch will travel in when the
+    loader's batches go through ``_transport``."""
+    slot = _transport.scratch(nbytes)
+    if slot is not None:
+        return slot
     storage = torch.UntypedStorage._new_shared(max(nbytes, 1))
     return torch.empty(0, dtype=torch.uint8).set_(storage, 0, (nbytes,))

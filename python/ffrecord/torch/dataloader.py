@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 import torch.utils.data
 
+from . import _transport
 from .collate import default_collate
 from .dataset import Dataset
 from ffrecord.order import FullShuffle, Order, RankShare
@@ -66,7 +67,7 @@ class _TrackedIterator:
 
     def __next__(self) -> Any:
         try:
-            batch = next(self._inner)
+            batch = _transport.receive(next(self._inner))
         except StopIteration:
             self._run.finished = True
             raise
@@ -124,6 +125,11 @@ class DataLoader(torch.utils.data.DataLoader):
     Workers start with ``fork`` unless ``multiprocessing_context`` is given or the process
     has fixed its start method; ``forkserver`` and ``spawn`` work too.
 
+    ``shared_memory`` (default True): worker batches travel in shared memory, not through
+    torch's pipe (see ``_transport``): tensors and arrays arrive as views of it, and
+    ``bytes``-like values as read-only ``memoryview`` objects. False keeps torch's pipe
+    (always used where there is no ``memfd_create``: outside Linux).
+
     Each batch is one ``dataset[indices]`` call (via ``__getitems__``), then ``collate_fn``.
     Without a ``collate_fn``, batches are collated by ``ffrecord.torch.collate.default_collate``:
     torch's ``default_collate`` results, built from the batch's one buffer when its samples
@@ -157,12 +163,16 @@ class DataLoader(torch.utils.data.DataLoader):
         rank: int | None = None,
         world_size: int | None = None,
         order: Order | None = None,
+        shared_memory: bool = True,
         **torch_kwargs: Any,
     ) -> None:
         if num_workers > 0 and multiprocessing_context is None:
             multiprocessing_context = _default_start_method()
         if collate_fn is None and (batch_size is not None or batch_sampler is not None):
             collate_fn = default_collate  # torch's default for batches (auto-collation)
+        if (num_workers > 0 and shared_memory and _transport.SUPPORTED
+                and not isinstance(collate_fn, _transport.WorkerCollate)):
+            collate_fn = _transport.WorkerCollate(collate_fn or torch.utils.data.default_convert)
         super().__init__(
             dataset,
             batch_size,
@@ -256,8 +266,10 @@ class DataLoader(torch.utils.data.DataLoader):
         return batches if self._resuming else batches - self._pending_start
 
     def __iter__(self) -> Any:
+        if self.num_workers > 0:
+            _transport.forget_exited_workers()
         if not self.skippable:
-            return super().__iter__()
+            return _transport.Receiving(super().__iter__())
         epoch, start, base = self._next_epoch, self._pending_start, self._pending_base
         self._next_epoch, self._pending_start, self._pending_base = epoch + 1, 0, 0
         resumed, self._resuming = self._resuming, False

@@ -1,0 +1,319 @@
+"""Workers that add speed (issue 19): ``python -m benchmarks.workers [--quick]``.
+
+Every figure is one measurement in a fresh process (``benchmarks.isolated``); the contenders
+of a comparison take turns, round after round, so that a busy moment of a shared machine
+hits them alike; the best round of each is reported, then the ratios. Page cache warm (the
+data is read through before the rounds).
+
+1. Structured loader: ``{image: 16 KiB bytes, label: int}``, shuffled, batch 64: ffrecord's
+   DataLoader over ``StructuredDataset`` with 0 and 2 workers, LitData's
+   ``StreamingDataLoader`` and MosaicML Streaming's ``StreamingDataset`` in torch's loader,
+   2 workers each (LitData and Streaming from PyPI, written by their own writers).
+2. One datapoint at a time: ``DatasetReader[i]`` against Streaming's ``LocalDataset[i]``
+   (``get_item``), in process, shuffled; then the stock ``torch.utils.data.DataLoader``
+   over each (batch 64, 2 workers, torch's per-item fetch and pipe).
+3. 1 KiB samples, batch 256, collated to tensors, 2 workers: ffrecord's loader (through
+   shared memory, and through torch's pipe with ``shared_memory=False``), the reference's
+   DataLoader over the same file, and the stock DataLoader over the samples held in RAM.
+4. From before: a shuffled ``read()`` epoch in a fresh process (open included, CRC checks
+   on) at 1 KiB and 128 KiB, against the reference; 128 KiB writes with ``durable=False``
+   against the reference's writer (which does not fsync).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .contenders import contender_named
+from .isolated import call
+
+IMAGE, STRUCT_BATCH = 16 << 10, 64
+TENSOR_SAMPLE, TENSOR_BATCH = 1 << 10, 256
+UNTIMED = 2  # batches that absorb worker start-up
+SIZES = {  # structured datapoints, loader batches timed, datapoints read one by one,
+    # 1 KiB samples, 1 KiB epoch samples, 128 KiB epoch samples, 128 KiB samples written
+    "full": dict(points=20_000, batches=150, singles=20_000, small=40_000, epoch_small=200_000,
+                 epoch_large=1_500, write_large=800, rounds=3),
+    "quick": dict(points=20_000, batches=100, singles=10_000, small=40_000, epoch_small=100_000,
+                  epoch_large=800, write_large=400, rounds=2),
+}
+ME = "benchmarks.workers"
+
+
+# -- measurements (each runs in a fresh process) ------------------------------------------
+
+def _timed_batches(loader, batches: int, per_batch: int) -> float:
+    """Samples/s over ``batches`` batches after ``UNTIMED`` (worker start-up)."""
+    iterator = iter(loader)
+    for _ in range(UNTIMED):
+        next(iterator)
+    start = time.perf_counter()
+    for _ in range(batches):
+        batch = next(iterator)
+        del batch
+    elapsed = time.perf_counter() - start
+    del iterator
+    return batches * per_batch / elapsed
+
+
+def structured_loader(contender: None, kind: str, path: str, workers: int, batches: int) -> float:
+    """Samples/s of a shuffled structured loader, batch 64."""
+    if kind == "ffrecord":
+        from ffrecord.dataset import DatasetReader
+        from ffrecord.torch import DataLoader
+        from ffrecord.torch.structured import StructuredDataset
+
+        loader = DataLoader(StructuredDataset(DatasetReader(path)), batch_size=STRUCT_BATCH,
+                            shuffle=True, num_workers=workers)
+    elif kind == "litdata":
+        import litdata
+
+        loader = litdata.StreamingDataLoader(litdata.StreamingDataset(path, shuffle=True),
+                                             batch_size=STRUCT_BATCH, num_workers=workers)
+    else:
+        import streaming
+        import torch.utils.data
+
+        streaming.base.util.clean_stale_shared_memory()
+        dataset = streaming.StreamingDataset(local=path, shuffle=True, batch_size=STRUCT_BATCH)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=STRUCT_BATCH, num_workers=workers)
+    return _timed_batches(loader, batches, STRUCT_BATCH)
+
+
+def _map_dataset(kind: str, path: str):
+    if kind == "ffrecord":
+        from ffrecord.dataset import DatasetReader
+
+        return DatasetReader(path)
+    import streaming
+
+    return streaming.LocalDataset(path)
+
+
+def single_datapoints(contender: None, kind: str, path: str, count: int) -> float:
+    """Datapoints/s of ``dataset[i]``, one at a time, shuffled, in this process."""
+    dataset = _map_dataset(kind, path)
+    order = np.random.default_rng(1).permutation(len(dataset))[:count].tolist()
+    dataset[order[0]]
+    start = time.perf_counter()
+    for i in order:
+        dataset[i]
+    return count / (time.perf_counter() - start)
+
+
+def stock_loader(contender: None, kind: str, path: str, batches: int) -> float:
+    """Samples/s of the stock torch DataLoader over the map-style dataset (2 workers)."""
+    import torch.utils.data
+
+    loader = torch.utils.data.DataLoader(_map_dataset(kind, path), batch_size=STRUCT_BATCH,
+                                         shuffle=True, num_workers=2)
+    return _timed_batches(loader, batches, STRUCT_BATCH)
+
+
+def tensor_loader(contender, kind: str, path: str, batches: int) -> float:
+    """Samples/s of 1 KiB samples collated to uint8 tensors, batch 256, 2 workers. The
+    reference runs with its own ``ffrecord`` first on the import path."""
+    common = dict(batch_size=TENSOR_BATCH, shuffle=True, num_workers=2)
+    if kind == "memory":
+        import torch.utils.data
+
+        from ffrecord import FileReader
+
+        from .workloads.loader_datasets import InMemoryDataset, stack_bytes
+
+        with FileReader(path) as reader:
+            samples = [s.tobytes() for s in reader.read(np.arange(reader.n))]
+        loader = torch.utils.data.DataLoader(InMemoryDataset(samples), collate_fn=stack_bytes, **common)
+    else:
+        from ffrecord.torch import DataLoader
+
+        from .workloads.ffrecord_dataset import SamplesDataset
+
+        if kind == "ffrecord-pipe":
+            common["shared_memory"] = False
+        loader = DataLoader(SamplesDataset(path, check_data=True), **common)
+    return _timed_batches(loader, batches, TENSOR_BATCH)
+
+
+def read_epoch(contender, path: str, batch: int, seed: int) -> float:
+    """Samples/s of opening a file and reading one shuffled epoch in batches (checks on)."""
+    from ffrecord import FileReader
+
+    start = time.perf_counter()
+    reader = FileReader(path, True)
+    order = np.random.default_rng(seed).permutation(reader.n)
+    as_list = contender is not None and contender.name == "reference"  # its fastest input
+    for first in range(0, reader.n, batch):
+        chunk = order[first:first + batch]
+        reader.read(chunk.tolist() if as_list else chunk)
+    reader.close()
+    return reader.n / (time.perf_counter() - start)
+
+
+def write_file(contender, path: str, n: int, size: int, durable: bool) -> float:
+    """Bytes/s of writing ``n`` samples of ``size`` bytes, ``close`` included."""
+    from ffrecord import FileWriter
+
+    sample = np.random.default_rng(0).bytes(size)
+    options = {} if durable else {"durable": False}
+    start = time.perf_counter()
+    writer = FileWriter(path, n, **options)
+    for _ in range(n):
+        writer.write_one(sample)
+    writer.close()
+    elapsed = time.perf_counter() - start
+    os.remove(path)
+    return n * size / elapsed
+
+
+# -- the run ------------------------------------------------------------------------------
+
+def rounds(runners: dict, count: int) -> dict:
+    """The best of ``count`` rounds of each runner, taking turns."""
+    best = dict.fromkeys(runners, 0.0)
+    for r in range(count):
+        for name, run in runners.items():
+            value = run()
+            best[name] = max(best[name], value)
+            print(f"    round {r + 1}: {name:<28} {value:12,.0f}", flush=True)
+    return best
+
+
+def show(title: str, best: dict, unit: str, ratios: list[tuple[str, str, float]]) -> None:
+    print(f"\n{title}")
+    for name, value in best.items():
+        print(f"  {name:<30} {value:14,.0f} {unit}")
+    for a, b, goal in ratios:
+        ratio = best[a] / best[b]
+        print(f"  {a} / {b}: {ratio:.2f}x (goal >= {goal}x: {'met' if ratio >= goal else 'MISSED'})")
+
+
+def write_structured(root: Path, points: int) -> dict[str, str]:
+    import litdata.streaming.writer
+    import streaming
+
+    from ffrecord.dataset import DatasetWriter
+
+    rng = np.random.default_rng(0)
+    images = [rng.bytes(IMAGE) for _ in range(64)]
+    paths = {k: str(root / k) for k in ("ffrecord", "litdata", "streaming")}
+    with DatasetWriter(paths["ffrecord"], {"image": "bytes", "label": "int"}, length=points,
+                       durable=False) as writer:
+        for i in range(points):
+            writer.append({"image": images[i % 64], "label": i})
+    lit = litdata.streaming.writer.BinaryWriter(paths["litdata"], chunk_bytes="64MB")
+    for i in range(points):
+        lit.add_item(i, {"image": images[i % 64], "label": i})
+    lit.done()
+    lit.merge()
+    with streaming.MDSWriter(out=paths["streaming"], columns={"image": "bytes", "label": "int"}) as mds:
+        for i in range(points):
+            mds.write({"image": images[i % 64], "label": i})
+    return paths
+
+
+def read_through(root: Path) -> None:
+    for path in root.rglob("*"):
+        if path.is_file():
+            with path.open("rb") as f:
+                while f.read(16 << 20):
+                    pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=["structured", "singles", "tensors", "epoch", "write"],
+                        action="append")
+    args = parser.parse_args()
+    size = SIZES["quick" if args.quick else "full"]
+    only = set(args.only or ["structured", "singles", "tensors", "epoch", "write"])
+    reference = contender_named("reference")
+    missing = reference.unavailable_reason()
+    root = Path(tempfile.mkdtemp(prefix="ffrecord-workers-bench-"))
+    try:
+        from ffrecord.utils import dump
+
+        n_rounds = size["rounds"]
+        print(f"{n_rounds} rounds, fresh process per figure, contenders taking turns; data in {root}")
+        if only & {"structured", "singles"}:
+            paths = write_structured(root, size["points"])
+            read_through(root)
+        if "structured" in only:
+            batches = size["batches"]
+            runners = {
+                "ffrecord, 0 workers": lambda: call(f"{ME}:structured_loader", None, "ffrecord", paths["ffrecord"], 0, batches),
+                "ffrecord, 2 workers": lambda: call(f"{ME}:structured_loader", None, "ffrecord", paths["ffrecord"], 2, batches),
+                "litdata, 2 workers": lambda: call(f"{ME}:structured_loader", None, "litdata", paths["litdata"], 2, batches),
+                "streaming, 2 workers": lambda: call(f"{ME}:structured_loader", None, "streaming", paths["streaming"], 2, batches),
+            }
+            show(f"structured loader, {{image: 16 KiB, label}}, shuffled, batch 64, {batches} batches",
+                 rounds(runners, n_rounds), "samples/s",
+                 [("ffrecord, 2 workers", "ffrecord, 0 workers", 1.6),
+                  ("ffrecord, 2 workers", "litdata, 2 workers", 2.0),
+                  ("ffrecord, 2 workers", "streaming, 2 workers", 2.0)])
+        if "singles" in only:
+            count = size["singles"]
+            runners = {f"{k} [i]": (lambda k=k: call(f"{ME}:single_datapoints", None, k, paths[k], count))
+                       for k in ("ffrecord", "streaming")}
+            show(f"one datapoint at a time (2 fields), in process, {count} shuffled",
+                 rounds(runners, n_rounds), "datapoints/s", [("ffrecord [i]", "streaming [i]", 1.4)])
+            runners = {f"stock loader over {k}": (lambda k=k: call(f"{ME}:stock_loader", None, k, paths[k], size["batches"]))
+                       for k in ("ffrecord", "streaming")}
+            show("stock torch DataLoader over the map-style dataset, batch 64, 2 workers",
+                 rounds(runners, n_rounds), "samples/s",
+                 [("stock loader over ffrecord", "stock loader over streaming", 1.5)])
+        if "tensors" in only:
+            path = str(root / "small.ffr")
+            dump([np.random.default_rng(k).bytes(TENSOR_SAMPLE) for k in range(size["small"])], path, 1, durable=False)
+            read_through(root)
+            batches = min(size["batches"], size["small"] // TENSOR_BATCH - UNTIMED - 1)
+            runners = {
+                "ffrecord (shared memory)": lambda: call(f"{ME}:tensor_loader", None, "ffrecord", path, batches),
+                "ffrecord (torch's pipe)": lambda: call(f"{ME}:tensor_loader", None, "ffrecord-pipe", path, batches),
+                "stock loader, samples in RAM": lambda: call(f"{ME}:tensor_loader", None, "memory", path, batches),
+            }
+            goals = [("ffrecord (shared memory)", "stock loader, samples in RAM", 1.2)]
+            if missing is None:
+                runners["reference"] = lambda: call(f"{ME}:tensor_loader", reference, "reference", path, batches)
+                goals.insert(0, ("ffrecord (shared memory)", "reference", 2.0))
+            show(f"1 KiB samples -> tensors, batch 256, 2 workers, {batches} batches",
+                 rounds(runners, n_rounds), "samples/s", goals)
+        if missing is not None and only & {"epoch", "write"}:
+            print(f"\nreference unavailable: {missing}")
+            return
+        ffrecord = contender_named("ffrecord")
+        if "epoch" in only:
+            for sample, n, batch, goal in ((1 << 10, size["epoch_small"], 256, 4.0),
+                                           (128 << 10, size["epoch_large"], 64, 2.5)):
+                path = str(root / f"epoch{sample}.ffr")
+                block = np.random.default_rng(sample).bytes(sample + 4096)
+                dump([block[k % 4096:k % 4096 + sample] for k in range(n)], path, 1, durable=False)
+                read_through(root)
+                seeds = iter(range(10**6))
+                runners = {c.name: (lambda c=c: call(f"{ME}:read_epoch", c, path, batch, next(seeds)))
+                           for c in (ffrecord, reference)}
+                show(f"shuffled read() epoch in a fresh process, {sample >> 10} KiB x {n}, batch {batch}",
+                     rounds(runners, n_rounds), "samples/s", [("ffrecord", "reference", goal)])
+        if "write" in only:
+            n = size["write_large"]
+            path = str(root / "written.ffr")
+            runners = {"ffrecord, durable=False": lambda: call(f"{ME}:write_file", ffrecord, path, n, 128 << 10, False),
+                       "ffrecord, durable": lambda: call(f"{ME}:write_file", ffrecord, path, n, 128 << 10, True),
+                       "reference (no fsync)": lambda: call(f"{ME}:write_file", reference, path, n, 128 << 10, True)}
+            best = rounds(runners, n_rounds)
+            show(f"write {n} x 128 KiB, close included", {k: v / 1e6 for k, v in best.items()}, "MB/s",
+                 [("ffrecord, durable=False", "reference (no fsync)", 1.2)])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

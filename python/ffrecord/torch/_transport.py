@@ -1,0 +1,430 @@
+"""Worker batches through shared memory: a ring of reusable slots per worker.
+
+torch's worker queue pickles each batch through a pipe: a ``bytes`` value is copied four
+times (pickle, pipe write, pipe read, unpickle) and a tensor in shared memory costs a new
+segment, a file descriptor passed over a socket and a fresh mapping per batch. Here each
+worker owns a few *arenas* (``memfd_create`` files, never named in ``/dev/shm``), each cut
+into equal *slots*. A batch's tensors, numpy arrays and bytes-like values are written into
+one slot (or read into it directly: see ``scratch``); only a small skeleton crosses the
+pipe. The main process maps each arena once (``/proc/<worker>/fd/<fd>``) and rebuilds the
+batch as views of the slot: no copy on its side.
+
+Lifetime: the main process's views of a slot all hold one buffer object; when the last one
+is gone (user code dropped the batch, or ``pin_memory`` copied it), a finalizer marks the
+slot free in the arena's header, and only then may the worker reuse it. A worker whose slots
+are all held opens another arena rather than wait, so user code may keep batches as long as
+it likes. Memory is anonymous: it is freed when the last process holding it exits or
+unmaps it, whichever dies first, and no name is ever left behind.
+
+In the main process, bytes-like values arrive as read-only ``memoryview`` objects (``bytes(v)``
+copies one; ``pickle.loads``, ``np.frombuffer`` and ``==`` take them as they are), tensors and
+arrays as writable views of the slot.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import mmap
+import os
+import threading
+import weakref
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch.utils.data import get_worker_info
+from torch.utils.data._utils.pin_memory import pin_memory as _torch_pin_memory
+
+__all__ = ["Packed", "Receiving", "WorkerCollate", "forget_exited_workers", "receive", "scratch"]
+
+# Linux: memfd_create, and /proc/<pid>/fd to map a worker's arena; elsewhere torch's pipe.
+SUPPORTED = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
+_ALIGN = 64
+_HEADER = 4096  # the arena's slot states, one byte each
+_SLOTS = 4  # slots per arena: a worker's prefetched batches, plus one the user holds
+_MIN_SLOT = 64 << 10
+FREE, BUSY = 0, 1
+_BYTES_TYPES = (bytes, bytearray, memoryview)
+
+
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def _memfd_name(nonce: str, arena_id: int) -> str:
+    return f"ffrecord-batches-{nonce}-{arena_id}"
+
+
+class _Leaf:
+    """Where one value of a batch lies in its slot, and what it was."""
+
+    __slots__ = ("kind", "offset", "nbytes", "dtype", "shape")
+
+    def __init__(self, kind: str, offset: int, nbytes: int, dtype: Any = None, shape: tuple = ()) -> None:
+        self.kind, self.offset, self.nbytes, self.dtype, self.shape = kind, offset, nbytes, dtype, shape
+
+    def __reduce__(self) -> tuple:
+        return _Leaf, (self.kind, self.offset, self.nbytes, self.dtype, self.shape)
+
+
+class Packed:
+    """A batch in a worker's slot, as it crosses the worker queue: the arena, the slot and
+    the batch's skeleton (its containers, with ``_Leaf`` for each value in the slot)."""
+
+    __slots__ = ("pid", "nonce", "arena_id", "fd", "arena_size", "slot_size", "slot", "skeleton", "retired")
+
+    def __init__(self, pid: int, nonce: str, arena_id: int, fd: int, arena_size: int, slot_size: int,
+                 slot: int, skeleton: Any, retired: tuple) -> None:
+        self.pid, self.nonce, self.arena_id, self.fd = pid, nonce, arena_id, fd
+        self.arena_size, self.slot_size, self.slot = arena_size, slot_size, slot
+        self.skeleton, self.retired = skeleton, retired
+
+    def __reduce__(self) -> tuple:
+        return Packed, (self.pid, self.nonce, self.arena_id, self.fd, self.arena_size, self.slot_size,
+                        self.slot, self.skeleton, self.retired)
+
+    def unpack(self) -> Any:
+        """The batch, as views of the slot (main process)."""
+        return _RECEIVER.unpack(self)
+
+    def pin_memory(self) -> Any:
+        """What torch's pin-memory thread calls: the batch, pinned (the slot is released as
+        soon as the pinned copy is made)."""
+        return _torch_pin_memory(self.unpack())
+
+    def __repr__(self) -> str:
+        return f"<batch in shared memory: worker {self.pid}, arena {self.arena_id}, slot {self.slot}>"
+
+
+def receive(batch: Any) -> Any:
+    """``batch`` as user code sees it: a ``Packed`` batch unpacked, anything else as is."""
+    return batch.unpack() if type(batch) is Packed else batch
+
+
+class Receiving:
+    """An iterator of torch's loader whose ``Packed`` batches are unpacked."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __iter__(self) -> Receiving:
+        return self
+
+    def __next__(self) -> Any:
+        return receive(next(self._inner))
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+
+# -- worker side -------------------------------------------------------------------------
+
+class _Arena:
+    """One memfd of ``_SLOTS`` slots of ``slot_size`` bytes, mapped in the worker."""
+
+    def __init__(self, nonce: str, ident: int, slot_size: int) -> None:
+        self.ident, self.slot_size = ident, slot_size
+        self.size = _HEADER + slot_size * _SLOTS
+        self.fd = os.memfd_create(_memfd_name(nonce, ident), os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(self.fd, self.size)
+            self.map = mmap.mmap(self.fd, self.size)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.states = np.frombuffer(self.map, np.uint8, _SLOTS)
+        self.bytes = torch.frombuffer(self.map, dtype=torch.uint8)
+        self.base = self.bytes.data_ptr()
+
+    def take_free_slot(self) -> int | None:
+        free = np.flatnonzero(self.states == FREE)
+        if not len(free):
+            return None
+        self.states[free[0]] = BUSY
+        return int(free[0])
+
+    def slot_start(self, slot: int) -> int:
+        return _HEADER + slot * self.slot_size
+
+    def all_free(self) -> bool:
+        return not self.states.any()
+
+    def close(self) -> None:
+        """Drops the worker's hold (the mapping goes with the last view of it)."""
+        os.close(self.fd)
+        del self.states, self.bytes
+
+
+class _Sender:
+    """A worker's arenas and the slot the batch being fetched is read into."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.nonce = os.urandom(8).hex()
+        self.arenas: list[_Arena] = []
+        self.next_id = 0
+        self.slot_size = 0
+        self.retired: list[int] = []
+        self.current: tuple[_Arena, int] | None = None  # the slot scratch() fills
+        self.used = 0  # bytes of the current slot handed out by scratch()
+
+    def _acquire(self, nbytes: int) -> tuple[_Arena, int]:
+        if nbytes > self.slot_size:
+            self.slot_size = max(_MIN_SLOT, _round_up(nbytes + nbytes // 4, _MIN_SLOT))
+        for arena in self.arenas:
+            if arena.slot_size == self.slot_size:
+                slot = arena.take_free_slot()
+                if slot is not None:
+                    self._retire_outgrown()
+                    return arena, slot
+        arena = _Arena(self.nonce, self.next_id, self.slot_size)
+        self.next_id += 1
+        self.arenas.append(arena)
+        arena.states[0] = BUSY
+        self._retire_outgrown()
+        return arena, 0
+
+    def _retire_outgrown(self) -> None:
+        """Arenas of an outgrown slot size are dropped once the main process freed them."""
+        for arena in list(self.arenas):
+            if arena.slot_size != self.slot_size and arena.all_free():
+                self.arenas.remove(arena)
+                self.retired.append(arena.ident)
+                arena.close()
+
+    def scratch(self, nbytes: int) -> torch.Tensor | None:
+        """``nbytes`` of the current batch's slot (None when it does not fit)."""
+        if self.current is None:
+            self.current, self.used = self._acquire(nbytes), 0
+        arena, slot = self.current
+        at = _round_up(self.used, _ALIGN)
+        if at + nbytes > arena.slot_size:
+            return None
+        self.used = at + nbytes
+        start = arena.slot_start(slot) + at
+        return arena.bytes[start:start + nbytes]
+
+    def pack(self, batch: Any) -> Any:
+        leaves: list[tuple[_Leaf, Any]] = []
+        current = self.current
+        self.current = None
+        inside = _slot_bounds(current) if current else None
+        size = [_round_up(self.used, _ALIGN) if current else 0]
+        skeleton = _plan(batch, leaves, size, inside)
+        if not leaves:
+            if current:
+                current[0].states[current[1]] = FREE
+            return batch
+        arena, slot = current if current and size[0] <= current[0].slot_size else (None, None)
+        if arena is None:
+            if current:  # outgrown: everything goes to a bigger slot, scratch values included
+                current[0].states[current[1]] = FREE
+                size = [0]
+                leaves.clear()
+                skeleton = _plan(batch, leaves, size, None)
+            arena, slot = self._acquire(size[0])
+        start = arena.slot_start(slot)
+        for leaf, value in leaves:
+            if value is not None:
+                _copy_into(arena, start + leaf.offset, leaf, value)
+        retired, self.retired = tuple(self.retired), []
+        return Packed(self.pid, self.nonce, arena.ident, arena.fd, arena.size, arena.slot_size, slot,
+                      skeleton, retired)
+
+
+def _slot_bounds(current: tuple[_Arena, int]) -> tuple[int, int]:
+    arena, slot = current
+    start = arena.base + arena.slot_start(slot)
+    return start, start + arena.slot_size
+
+
+def _plan(obj: Any, leaves: list, size: list, inside: tuple[int, int] | None) -> Any:
+    """The skeleton of ``obj``; each value to carry gets a ``_Leaf`` at the next offset of
+    ``size[0]`` (or where it already lies in the slot, when ``inside`` holds it)."""
+    kind = type(obj)
+    if kind is list:
+        return [_plan(x, leaves, size, inside) for x in obj]
+    if kind is dict:
+        return {k: _plan(v, leaves, size, inside) for k, v in obj.items()}
+    if kind is tuple:
+        return tuple(_plan(x, leaves, size, inside) for x in obj)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # namedtuple
+        return kind(*(_plan(x, leaves, size, inside) for x in obj))
+    if kind is torch.Tensor:
+        if (obj.device.type != "cpu" or obj.layout != torch.strided or obj.requires_grad
+                or obj.is_quantized or obj.numel() == 0):
+            return obj
+        nbytes = obj.numel() * obj.element_size()
+        leaf = _Leaf("tensor", 0, nbytes, obj.dtype, tuple(obj.shape))
+        if inside is not None and obj.is_contiguous() and inside[0] <= obj.data_ptr() < inside[1]:
+            leaf.offset = obj.data_ptr() - inside[0]  # read straight into the slot
+            leaves.append((leaf, None))
+            return leaf
+    elif kind is np.ndarray:
+        if obj.dtype.hasobject or obj.size == 0:
+            return obj
+        leaf = _Leaf("array", 0, obj.nbytes, obj.dtype, obj.shape)
+    elif kind in _BYTES_TYPES:
+        if kind is memoryview and not obj.c_contiguous:
+            obj = obj.tobytes()
+        nbytes = obj.nbytes if kind is memoryview else len(obj)
+        if nbytes == 0:
+            return obj
+        leaf = _Leaf("bytes", 0, nbytes)
+    else:
+        return obj
+    leaf.offset = _round_up(size[0], _ALIGN)
+    size[0] = leaf.offset + leaf.nbytes
+    leaves.append((leaf, obj))
+    return leaf
+
+
+def _copy_into(arena: _Arena, at: int, leaf: _Leaf, value: Any) -> None:
+    if leaf.kind == "bytes":
+        arena.map[at:at + leaf.nbytes] = value if type(value) is not memoryview else value.cast("B")
+    elif leaf.kind == "tensor":
+        arena.bytes[at:at + leaf.nbytes].view(leaf.dtype).view(leaf.shape).copy_(value)
+    else:
+        np.copyto(np.frombuffer(arena.map, leaf.dtype, value.size, at).reshape(leaf.shape), value)
+
+
+_SENDER: _Sender | None = None
+
+
+def _sender() -> _Sender:
+    global _SENDER
+    if _SENDER is None or _SENDER.pid != os.getpid():
+        _SENDER = _Sender()
+    return _SENDER
+
+
+def scratch(nbytes: int) -> torch.Tensor | None:
+    """In a worker whose batches go through shared memory: ``nbytes`` of the slot the batch
+    being fetched will travel in (read into it, the batch needs no copy); else None."""
+    if not _ACTIVE or get_worker_info() is None:
+        return None
+    return _sender().scratch(nbytes)
+
+
+_ACTIVE = False  # set in a worker by its first WorkerCollate call
+
+
+class WorkerCollate:
+    """The loader's ``collate_fn``, then, in a worker, the batch packed into a slot."""
+
+    def __init__(self, collate_fn: Callable[[Any], Any]) -> None:
+        self.collate_fn = collate_fn
+
+    def __call__(self, batch: Any) -> Any:
+        global _ACTIVE
+        if get_worker_info() is None:
+            return self.collate_fn(batch)
+        _ACTIVE = True
+        return _sender().pack(self.collate_fn(batch))
+
+    def __repr__(self) -> str:
+        return f"WorkerCollate({self.collate_fn!r})"
+
+
+# -- main-process side -------------------------------------------------------------------
+
+class _Mapped:
+    """An arena of a worker, mapped in the main process."""
+
+    def __init__(self, packed: Packed) -> None:
+        path = f"/proc/{packed.pid}/fd/{packed.fd}"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError as exc:
+            raise RuntimeError(f"DataLoader worker {packed.pid} is gone: its batch in shared memory "
+                               f"cannot be read ({exc})") from None
+        try:
+            expected = f"/memfd:{_memfd_name(packed.nonce, packed.arena_id)} (deleted)"
+            if os.readlink(f"/proc/self/fd/{fd}") != expected:  # the pid was reused
+                raise RuntimeError(f"DataLoader worker {packed.pid} is gone: its batch in shared "
+                                   "memory cannot be read")
+            self.map = mmap.mmap(fd, packed.arena_size)
+        finally:
+            os.close(fd)
+        self.pid = packed.pid
+        self.states = np.frombuffer(self.map, np.uint8, _SLOTS)
+        self.slot_type = ctypes.c_ubyte * packed.slot_size
+
+
+def _release(states: np.ndarray, slot: int, owner: int) -> None:
+    if os.getpid() == owner:  # never from a forked copy of the batch's objects
+        states[slot] = FREE
+
+
+class _Receiver:
+    """The arenas the main process has mapped, by (worker nonce, arena id)."""
+
+    def __init__(self) -> None:
+        self.mapped: dict[tuple[str, int], _Mapped] = {}
+        self.lock = threading.Lock()  # the pin-memory thread unpacks too
+
+    def unpack(self, packed: Packed) -> Any:
+        key = (packed.nonce, packed.arena_id)
+        with self.lock:
+            for ident in packed.retired:
+                self.mapped.pop((packed.nonce, ident), None)
+            mapped = self.mapped.get(key)
+            if mapped is None:
+                self.forget_exited()
+                mapped = self.mapped[key] = _Mapped(packed)
+        slot = mapped.slot_type.from_buffer(mapped.map, _HEADER + packed.slot * packed.slot_size)
+        weakref.finalize(slot, _release, mapped.states, packed.slot, os.getpid()).atexit = False
+        return _rebuild(packed.skeleton, slot, memoryview(slot).cast("B").toreadonly())
+
+    def forget_exited(self) -> None:
+        """Drops the mappings of workers that have exited (views still held keep theirs)."""
+        for key, mapped in list(self.mapped.items()):
+            if not _alive(mapped.pid):
+                del self.mapped[key]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+_RECEIVER = _Receiver()
+
+
+def forget_exited_workers() -> None:
+    """Called as a loader starts an epoch: the arenas of finished workers are unmapped."""
+    with _RECEIVER.lock:
+        _RECEIVER.forget_exited()
+
+
+@functools.lru_cache(maxsize=None)
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()  # dtype.itemsize needs torch 2.1
+
+
+def _rebuild(skeleton: Any, slot: Any, raw: memoryview) -> Any:
+    """The batch of ``skeleton`` over ``slot`` (``raw``: the slot as read-only bytes)."""
+    kind = type(skeleton)
+    if kind is _Leaf:
+        leaf = skeleton
+        if leaf.kind == "bytes":
+            return raw[leaf.offset:leaf.offset + leaf.nbytes]
+        if leaf.kind == "tensor":
+            return torch.frombuffer(slot, dtype=leaf.dtype, count=leaf.nbytes // _itemsize(leaf.dtype),
+                                    offset=leaf.offset).view(leaf.shape)
+        return np.frombuffer(slot, leaf.dtype, leaf.nbytes // leaf.dtype.itemsize, leaf.offset).reshape(leaf.shape)
+    if kind is list:
+        return [_rebuild(x, slot, raw) for x in skeleton]
+    if kind is dict:
+        return {k: _rebuild(v, slot, raw) for k, v in skeleton.items()}
+    if kind is tuple:
+        return tuple(_rebuild(x, slot, raw) for x in skeleton)
+    if isinstance(skeleton, tuple) and hasattr(skeleton, "_fields"):
+        return kind(*(_rebuild(x, slot, raw) for x in skeleton))
+    return skeleton

@@ -1,0 +1,73 @@
+"""One sample, one native call: ``FileReader.read_one`` and ``DatasetReader[i]`` give what
+the batched reads give, for small and large samples, after a fork, and fail as they do."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from ffrecord import FileReader, FileWriter
+from ffrecord.dataset import CodecError, DatasetReader, DatasetWriter
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("single") / "ds"
+    rng = np.random.default_rng(5)
+    with DatasetWriter(path, {"image": "bytes", "label": "int", "name": "utf8"}) as writer:
+        for k in range(12):  # sizes around the first buffer guess and far past it
+            writer.append({"image": rng.bytes([0, 1, 4095, 4096, 5000, 70_000][k % 6]),
+                           "label": k - 6, "name": f"n{k}"})
+    return path
+
+
+def test_datapoints_match_batched_reads(dataset):
+    reader = DatasetReader(dataset)
+    expected = reader.read(list(range(12)))
+    assert [reader[k] for k in range(12)] == expected
+    assert [reader[k - 12] for k in range(12)] == expected
+    assert reader[np.int64(3)] == expected[3]  # other integer types take the general path
+    with pytest.raises(IndexError):
+        reader[12]
+    with pytest.raises(IndexError):
+        reader[-13]
+
+
+def test_read_one_matches_read(dataset):
+    with FileReader(os.path.join(dataset, "image.ffr")) as reader:
+        batch = [s.tobytes() for s in reader.read(range(12))]
+        assert [reader.read_one(k).tobytes() for k in (11, 3, 0, 9, 4, 5)] == [batch[k] for k in (11, 3, 0, 9, 4, 5)]
+        assert reader.read_one(-1).dtype == np.uint8
+    with pytest.raises(Exception):
+        reader.read_one(0)  # closed
+
+
+def test_datapoint_reads_survive_fork(dataset):
+    reader = DatasetReader(dataset)
+    expected = reader[5]
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if reader[5] == expected and reader[4] == reader.read([4])[0] else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_decoder_failure_names_the_datapoint(dataset):
+    def broken(view):
+        raise ValueError("no")
+
+    reader = DatasetReader(dataset, decoders={"utf8": broken})
+    with pytest.raises(CodecError, match="datapoint 2"):
+        reader[2]
+
+
+def test_zero_copy_decoder_values_are_not_overwritten(tmp_path):
+    path = tmp_path / "f.ffr"
+    with FileWriter(path, 3) as writer:
+        for k in range(3):
+            writer.write_one(bytes([k]) * 100)
+    with FileReader(path) as reader:
+        first, second = reader.read_one(0), reader.read_one(1)
+        assert first.tobytes() == b"\x00" * 100 and second.tobytes() == b"\x01" * 100
