@@ -15,7 +15,10 @@ import os
 import stat
 from typing import BinaryIO, Union
 
+#: A path as every function taking a path accepts it.
 PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+#: A path given as text (functions that build other paths from it take no ``bytes``).
+PathLike = Union[str, "os.PathLike[str]"]
 
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
           stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}

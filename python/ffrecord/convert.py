@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Union
 
 from . import _paths
+from ._paths import PathLike
 from ._crc32c import crc32c, masked_crc32c
 from ._progress import progress
 from .errors import CorruptFileError
@@ -46,7 +47,6 @@ __all__ = [
     "folder_to_ffr",
 ]
 
-PathLike = Union[str, "os.PathLike[str]"]
 Inputs = Union[PathLike, Sequence[PathLike]]
 
 _GZIP_MAGIC = b"\x1f\x8b"

@@ -19,15 +19,15 @@ import time
 import warnings
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from . import _remote
+from ._paths import PathLike
 from ._progress import ProgressBar
 from .writer import FileWriter
 
 __all__ = ["dump"]
 
-PathLike = Union[str, "os.PathLike[str]"]
 
 # How often workers check for cancellation and report progress (in samples / seconds): rare
 # enough to cost nothing next to a write, frequent enough to stop and redraw promptly.
