@@ -106,6 +106,12 @@ int32_t ffr_oserror(int32_t *os_errno, char *path, size_t len, size_t *needed);
 /* Number of reader and writer handles currently open (for leak checks). */
 int32_t ffr_open_handles(uint64_t *count);
 
+/* CRC-32C (Castagnoli) of size bytes at data, continuing crc (0 to start; the previous
+ * result to checksum a stream in pieces), into *out. Not the checksum of FFRecord files
+ * (CRC-32/IEEE): the one of formats converted from, e.g. TFRecord framing. Uses the CPU's
+ * CRC instructions when it has them. */
+int32_t ffr_crc32c(uint32_t crc, const void *data, uint64_t size, uint32_t *out);
+
 /* ---- writer ------------------------------------------------------------------------- */
 
 /* Starts writing a file of exactly n samples at path (UTF-8). Data goes to a temporary file

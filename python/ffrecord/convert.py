@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Union
 
 from . import _paths
 from ._paths import PathLike
-from ._crc32c import crc32c, masked_crc32c
+from ._lib import crc32c
 from ._progress import progress
 from .errors import CorruptFileError
 from .writer import FileWriter
@@ -50,6 +50,17 @@ __all__ = [
 Inputs = Union[PathLike, Sequence[PathLike]]
 
 _GZIP_MAGIC = b"\x1f\x8b"
+_MASK_DELTA = 0xA282EAD8  # TFRecord's checksum masking constant
+
+
+def masked_crc32c(data) -> int:
+    """TFRecord's masked CRC-32C: the CRC rotated right by 15 bits plus a constant.
+
+    >>> hex(masked_crc32c(b""))
+    '0xa282ead8'
+    """
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
 # A corrupt length field must not make us allocate its value: payloads are read in pieces of
