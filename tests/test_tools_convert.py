@@ -181,3 +181,12 @@ def test_a_huge_bogus_length_is_truncation_not_an_allocation(tmp_path):
     tf.write_bytes(length + struct.pack("<I", masked(crc32c_bitwise(length))) + b"tiny")
     with pytest.raises(CorruptFileError, match="record 0 .*truncated"):
         list(convert.read_tfrecord(tf))
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from ffrecord.converters import records
+
+    for module in (convert, records):
+        assert doctest.testmod(module).failed == 0, module.__name__
