@@ -11,19 +11,11 @@ Example:
 from __future__ import annotations
 
 from ._paths import PathLike
+from .converters import records
 from .converters.records import (crc32c, masked_crc32c, ofrecord_to_ffr, read_ofrecord,
                                  read_tfrecord, tfrecord_to_ffr, write_iterable)
 
-__all__ = [
-    "crc32c",
-    "masked_crc32c",
-    "read_tfrecord",
-    "read_ofrecord",
-    "write_iterable",
-    "tfrecord_to_ffr",
-    "ofrecord_to_ffr",
-    "folder_to_ffr",
-]
+__all__ = [*records.__all__, "folder_to_ffr"]
 
 
 def folder_to_ffr(folder: PathLike, out: PathLike, *, verbose: bool = False) -> int:
