@@ -9,7 +9,11 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
+#: the repository's root. Defined here, in a module importing nothing of the harness, so that
+#: the modules needing it (``isolated``, ``reference``) import no circle through ``contenders``.
+REPO = Path(__file__).resolve().parent.parent
 KiB = 1024
 #: samples this big are read in batches of 64 only, as the reference's benchmark did.
 LARGE_SAMPLE = 64 * KiB

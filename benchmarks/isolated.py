@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from .config import REPO
+
 TIMEOUT_S = 600
 
 

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .isolated import REPO
+from .config import REPO
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ffrecord-bench"
 

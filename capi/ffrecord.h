@@ -106,6 +106,23 @@ int32_t ffr_oserror(int32_t *os_errno, char *path, size_t len, size_t *needed);
 /* Number of reader and writer handles currently open (for leak checks). */
 int32_t ffr_open_handles(uint64_t *count);
 
+/* CRC-32C (Castagnoli) of size bytes at data, continuing crc (0 to start; the previous
+ * result to checksum a stream in pieces), into *out. Not the checksum of FFRecord files
+ * (CRC-32/IEEE): the one of formats converted from, e.g. TFRecord framing. Uses the CPU's
+ * CRC instructions when it has them. */
+int32_t ffr_crc32c(uint32_t crc, const void *data, uint64_t size, uint32_t *out);
+
+/* The files that make up the dataset directory dir, as ffr_reader_open reads it: its
+ * entries named *.ffr that are neither hidden nor directories, in name order, copied into
+ * buf one path a line, each ending in '\n' (nothing for a directory without any; a name
+ * holding '\n' is FFR_E_INVALID). Buffer protocol as for ffr_errmsg. */
+int32_t ffr_dataset_files(const char *dir, char *buf, size_t len, size_t *needed);
+
+/* The file name of part k of a dataset written as nparts parts: PART_00000.ffr, …, the
+ * number widened past 100,000 parts so that name order stays part order. Buffer protocol
+ * as for ffr_errmsg. */
+int32_t ffr_part_name(uint64_t k, uint64_t nparts, char *buf, size_t len, size_t *needed);
+
 /* ---- writer ------------------------------------------------------------------------- */
 
 /* Starts writing a file of exactly n samples at path (UTF-8). Data goes to a temporary file

@@ -49,6 +49,21 @@ func ffr_open_handles(count *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.OpenHandles(unsafe.Pointer(count)))
 }
 
+//export ffr_crc32c
+func ffr_crc32c(crc C.uint32_t, data *C.ffr_cvoid, size C.uint64_t, out *C.uint32_t) C.int32_t {
+	return C.int32_t(abi.CRC32C(uint32(crc), unsafe.Pointer(data), uint64(size), unsafe.Pointer(out)))
+}
+
+//export ffr_dataset_files
+func ffr_dataset_files(dir *C.ffr_cchar, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
+	return C.int32_t(abi.DatasetFiles(unsafe.Pointer(dir), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
+}
+
+//export ffr_part_name
+func ffr_part_name(k C.uint64_t, nparts C.uint64_t, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
+	return C.int32_t(abi.PartName(uint64(k), uint64(nparts), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
+}
+
 //export ffr_writer_create
 func ffr_writer_create(path *C.ffr_cchar, n C.uint64_t, compression C.int32_t, handle *C.int64_t) C.int32_t {
 	return C.int32_t(abi.WriterCreate(unsafe.Pointer(path), uint64(n), int32(compression), unsafe.Pointer(handle)))

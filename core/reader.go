@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -76,9 +75,8 @@ func Open(paths []string, opts ReaderOptions) (*Reader, error) {
 	return r, nil
 }
 
-// expandPaths replaces each directory (or s3:// prefix) by its *.ffr files in name order,
-// and each file:// URL by its path. Hidden files are skipped, as a shell glob would, which
-// also keeps writers' temporary files out.
+// expandPaths replaces each directory (or s3:// prefix) by its *.ffr files in name order
+// (DatasetFiles), and each file:// URL by its path.
 func expandPaths(paths []string, opts remote.Options) ([]string, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%w: no path given", ErrInvalid)
@@ -110,21 +108,14 @@ func expandPaths(paths []string, opts remote.Options) ([]string, error) {
 			names = append(names, p)
 			continue
 		}
-		entries, err := os.ReadDir(p)
+		files, err := DatasetFiles(p)
 		if err != nil {
 			return nil, err
 		}
-		found := 0
-		for _, e := range entries {
-			name := e.Name()
-			if strings.HasSuffix(name, ".ffr") && !strings.HasPrefix(name, ".") && !e.IsDir() {
-				names = append(names, filepath.Join(p, name))
-				found++
-			}
-		}
-		if found == 0 {
+		if len(files) == 0 {
 			return nil, errorf(p, -1, ErrInvalid, "directory holds no *.ffr file")
 		}
+		names = append(names, files...)
 	}
 	return names, nil
 }

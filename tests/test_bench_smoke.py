@@ -142,3 +142,45 @@ def test_threaded_odirect_fallback_measures_reads(tmp_path: Path) -> None:
     path = tmp_path / "blocks"
     path.write_bytes(os.urandom(1 << 20))
     assert threaded_iops(str(path), 4096, 0.05, threads=4) > 0
+
+
+def _benchmark_imports() -> dict[str, set[str]]:
+    """Each benchmarks module and the benchmarks modules it imports, at any depth of its code."""
+    import ast
+
+    modules = {}
+    for path in (REPO / "benchmarks").rglob("*.py"):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
+                prefix = ".".join(p for p in (base, node.module or "") if p)
+                found |= {prefix} | {f"{prefix}.{alias.name}" for alias in node.names}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def test_benchmark_modules_import_no_circle():
+    graph = _benchmark_imports()
+    assert graph["benchmarks.contenders.reference_store"] >= {"benchmarks.reference"}  # parsed
+    done, path = set(), []
+
+    def visit(module: str) -> None:
+        assert module not in path, "import circle: " + " -> ".join(path[path.index(module):] + [module])
+        if module in done:
+            return
+        path.append(module)
+        for imported in sorted(graph[module]):
+            visit(imported)
+        path.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module)

@@ -135,6 +135,19 @@ def test_verify_reports_damage_in_a_directory_by_file(tmp_path, capsys, golden):
     assert out.startswith(f"{part}: sample 7: ")
 
 
+def test_a_directory_is_the_files_the_reader_reads(tmp_path, capsys, golden):
+    """A hidden *.ffr file and a directory named x.ffr are skipped, as FileReader does."""
+    shutil.copytree(golden / "multi", tmp_path / "multi")
+    (tmp_path / "multi" / ".hidden.ffr").write_bytes(b"damaged")
+    (tmp_path / "multi" / "x.ffr").mkdir()
+    status, out, err = run(capsys, "verify", tmp_path / "multi")
+    assert status == EXIT_OK, (out, err)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / ".hidden.ffr").write_bytes(b"")
+    (tmp_path / "empty" / "x.ffr").mkdir()
+    assert run(capsys, "verify", tmp_path / "empty")[0] == EXIT_USAGE
+
+
 def test_cat_writes_raw_bytes(capfdbinary, golden):
     samples = manifest(golden)["files"]["basic.ffr"]["samples"]
     assert main(["cat", str(golden / "basic.ffr"), "3", "-1", "1:3"]) == EXIT_OK

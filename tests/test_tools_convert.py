@@ -25,12 +25,13 @@ def test_crc32c_matches_the_known_vector_and_an_independent_implementation():
     for data in RECORDS[:4]:
         assert convert.crc32c(data) == crc32c_bitwise(data)
         assert convert.masked_crc32c(data) == masked(crc32c_bitwise(data))
-    # the pure-Python paths, whatever compiled CRC this machine may have
-    from ffrecord import _crc32c
-
-    for size in (0, 1, 511, 512, 513, 32767, 32768, 32769, 40_003):
+    # the core's CRC-32C (hardware or table paths, by length and alignment), in pieces too
+    for size in (0, 1, 7, 8, 9, 63, 64, 65, 511, 512, 513, 4099):
         data = os.urandom(size)
-        assert _crc32c._crc32c_python(data) == crc32c_bitwise(data), size
+        assert convert.crc32c(data) == crc32c_bitwise(data), size
+        assert convert.crc32c(data[size // 3:], convert.crc32c(data[:size // 3])) \
+            == crc32c_bitwise(data), size
+    assert convert.crc32c(bytearray(b"123456789")) == convert.crc32c(memoryview(b"123456789"))
 
 
 def write_tfrecord(path: Path, records: list, opener=open) -> Path:
@@ -180,3 +181,12 @@ def test_a_huge_bogus_length_is_truncation_not_an_allocation(tmp_path):
     tf.write_bytes(length + struct.pack("<I", masked(crc32c_bitwise(length))) + b"tiny")
     with pytest.raises(CorruptFileError, match="record 0 .*truncated"):
         list(convert.read_tfrecord(tf))
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from ffrecord.converters import records
+
+    for module in (convert, records):
+        assert doctest.testmod(module).failed == 0, module.__name__

@@ -120,6 +120,27 @@ def test_stale_parts_from_an_earlier_dump_are_refused(tmp_path):
     assert read_all(out) == samples(12)
 
 
+def test_files_the_reader_skips_are_not_stale(tmp_path):
+    """Hidden files and directories named *.ffr are no part of a dataset for the core, so
+    dump neither refuses them nor do they change what FileReader(folder) reads."""
+    out = tmp_path / "parts"
+    out.mkdir()
+    (out / ".notes.ffr").write_bytes(b"not a part")
+    (out / "x.ffr").mkdir()
+    dump(samples(20), out, nfiles=4)
+    assert read_all(out) == samples(20)
+    with FileReader(out) as reader:
+        assert [Path(f).name for f in reader.fnames] == [f"PART_0000{k}.ffr" for k in range(4)]
+
+
+def test_part_names_sort_in_part_order_past_100000_parts():
+    from ffrecord._paths import part_name
+
+    assert part_name(0, 3) == "PART_00000.ffr"  # the reference's names
+    names = [part_name(k, 100_001) for k in (0, 9, 10, 99_999, 100_000)]
+    assert names == sorted(names) and names[-1] == "PART_100000.ffr"
+
+
 def test_argument_checks(tmp_path):
     with pytest.raises(ValueError):
         dump(samples(3), tmp_path / "x", nfiles=0)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import ClosingReader, Contender, fsync_file
+from .base import ClosingReader, Contender, fsync_file
 
 _FILE = "data.array_record"
 # group_size:1 puts every record in its own chunk: what random access needs.

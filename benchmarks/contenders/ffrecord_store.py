@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import BatchReader, Contender
+from .base import BatchReader, Contender
 
 _FILE = "data.ffr"
 

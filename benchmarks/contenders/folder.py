@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import ClosingReader, Contender
+from .base import ClosingReader, Contender
 
 
 def sample_path(root: Path, index: int) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import ClosingReader, Contender, fsync_file
+from .base import ClosingReader, Contender, fsync_file
 
 _FILE = "data.h5"
 _WRITE_CHUNK = 1024

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import ClosingReader, Contender
+from .base import ClosingReader, Contender
 
 _KEY = struct.Struct(">Q")  # big-endian so keys sort by index and appends stay sequential
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import ffr_format
-from . import ClosingReader, Contender
+from .base import ClosingReader, Contender
 
 _FILE = "data.ffr"
 

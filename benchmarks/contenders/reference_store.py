@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import reference
-from . import BatchReader
+from .base import BatchReader
 from .ffrecord_store import FFRecordContender
 
 

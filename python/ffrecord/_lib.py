@@ -76,6 +76,9 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_errmsg": [c_char_p, c_size_t, _sizep],
     "ffr_oserror": [POINTER(c_int32), c_char_p, c_size_t, _sizep],
     "ffr_open_handles": [_u64p],
+    "ffr_crc32c": [c_uint32, c_void_p, c_uint64, POINTER(c_uint32)],
+    "ffr_dataset_files": [c_char_p, c_char_p, c_size_t, _sizep],
+    "ffr_part_name": [c_uint64, c_uint64, c_char_p, c_size_t, _sizep],
     "ffr_writer_create": [c_char_p, c_uint64, c_int32, POINTER(c_int64)],
     "ffr_writer_write": [c_int64, c_void_p, c_uint64],
     "ffr_writer_write_batch": [c_int64, c_void_p, c_void_p, c_uint64],
@@ -218,6 +221,22 @@ def open_handles() -> int:
     count = c_uint64()
     check(current().dll.ffr_open_handles(ctypes.byref(count)))
     return count.value
+
+
+def crc32c(data: Any, crc: int = 0) -> int:
+    """CRC-32C (Castagnoli) of a bytes-like object, continuing ``crc``; computed by the
+    core, with the CPU's CRC instructions when it has them.
+
+    >>> hex(crc32c(b"123456789"))
+    '0xe3069283'
+    >>> crc32c(b"6789", crc32c(b"12345")) == crc32c(b"123456789")
+    True
+    """
+    if type(data) is not bytes:
+        data = bytes(data)  # ctypes passes the storage of bytes directly
+    out = c_uint32()
+    check(current().dll.ffr_crc32c(crc, data, len(data), ctypes.byref(out)))
+    return out.value
 
 
 def _load() -> Library:

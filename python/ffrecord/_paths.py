@@ -1,5 +1,6 @@
 """What every path-taking function checks: no NUL byte in a path, and only regular files opened
-for reading (a FIFO blocks until a writer appears, a device may never end).
+for reading (a FIFO blocks until a writer appears, a device may never end); and, asked of the
+core, which files make up a dataset directory and how its parts are named.
 
 >>> fspath("data/train.ffr")
 'data/train.ffr'
@@ -15,7 +16,12 @@ import os
 import stat
 from typing import BinaryIO, Union
 
+from . import _lib
+
+#: A path as every function taking a path accepts it.
 PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+#: A path given as text (functions that build other paths from it take no ``bytes``).
+PathLike = Union[str, "os.PathLike[str]"]
 
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
           stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
@@ -40,6 +46,31 @@ def check_regular(mode: int, path: PathArg) -> None:
     if not stat.S_ISREG(mode):
         kind = _KINDS.get(stat.S_IFMT(mode), "not a file")
         raise ValueError(f"{os.fsdecode(path)}: not a regular file but {kind}")
+
+
+def dataset_files(directory: PathArg) -> list[str]:
+    """The files of a dataset directory as ``FileReader(directory)`` reads them: its ``*.ffr``
+    entries that are neither hidden nor directories, in name order (the core's rule).
+
+    >>> import tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> for name in ("b.ffr", "a.ffr", ".a.ffr.tmp", "notes.txt"):
+    ...     open(os.path.join(root, name), "wb").close()
+    >>> [os.path.basename(f) for f in dataset_files(root)]
+    ['a.ffr', 'b.ffr']
+    """
+    text = _lib.copy_text(_lib.current().dll.ffr_dataset_files, encode(directory))
+    return os.fsdecode(text).splitlines()
+
+
+def part_name(k: int, nparts: int) -> str:
+    """The file name of part ``k`` of a dataset written as ``nparts`` parts (the core's rule):
+    the number is widened past 100,000 parts, so that name order stays part order.
+
+    >>> part_name(3, 8), part_name(7, 100_001)
+    ('PART_00003.ffr', 'PART_000007.ffr')
+    """
+    return _lib.copy_text(_lib.current().dll.ffr_part_name, k, nparts).decode()
 
 
 def open_regular(path: PathArg, buffering: int = -1) -> BinaryIO:

@@ -239,7 +239,7 @@ def _ffr_files(path: str) -> List[str]:
             return list(reader.fnames)
     p = Path(_paths.fspath(path))
     if p.is_dir():
-        files = sorted(str(f) for f in p.glob("*.ffr"))
+        files = _paths.dataset_files(p)
         if not files:
             raise _UsageError(f"{path}: directory holds no .ffr files")
         return files

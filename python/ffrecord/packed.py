@@ -39,6 +39,7 @@ from typing import Iterable, Iterator, List, Optional, Union
 import numpy as np
 
 from . import _paths
+from ._paths import PathLike
 from ._progress import ProgressBar, progress
 from .errors import CorruptFileError
 from .reader import FileReader
@@ -55,7 +56,6 @@ _PICKLE_PROTOCOL = 4
 
 _ALLOWED_GLOBALS = frozenset({("collections", "OrderedDict")})
 
-PathLike = Union[str, "os.PathLike[str]"]
 
 
 # The pure-Python unpickler, not the C one: the C one sizes its memo by the largest index a

@@ -165,10 +165,9 @@ class FFRecordDatasink(Datasink):
         if not parts:
             self._write_empty(self.staging / "0-0")
             parts = [(0, 0, 0)]
-        width = max(5, len(str(len(parts) - 1)))
         final = []
         for number, (task, k, _) in enumerate(parts):
-            name = shard_name(number) if self.spec is not None else f"PART_{number:0{width}d}.ffr"
+            name = shard_name(number) if self.spec is not None else _paths.part_name(number, len(parts))
             os.rename(self.staging / f"{task}-{k}", self.staging / f".{name}")
             final.append(name)
         for entry in self.staging.iterdir():

@@ -20,16 +20,15 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from . import _lib, _paths, _remote
+from ._paths import PathArg
 from ._indices import index_array, one_index
 from ._single import SampleReads
 from .errors import E_CHECKSUM, E_CORRUPT, E_SHORTBUF, CorruptFileError, FFRecordWarning
-
-PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 # Fixed-size samples are common: once a batch of at least _MIN_FIXED_EVIDENCE samples all had
 # one size, later batches are read into a buffer of that size times k in one call, without the
 # sizes call first (a wrong guess costs one retry, then guessing stops for good).

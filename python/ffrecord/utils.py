@@ -19,15 +19,15 @@ import time
 import warnings
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-from . import _remote
+from . import _paths, _remote
+from ._paths import PathLike
 from ._progress import ProgressBar
 from .writer import FileWriter
 
 __all__ = ["dump"]
 
-PathLike = Union[str, "os.PathLike[str]"]
 
 # How often workers check for cancellation and report progress (in samples / seconds): rare
 # enough to cost nothing next to a write, frequent enough to stop and redraw promptly.
@@ -55,7 +55,8 @@ def dump(
     """Writes ``dataset[0] … dataset[len(dataset)-1]`` to FFRecord file(s).
 
     With ``nfiles == 1`` the samples go to the single file ``fname``. Otherwise ``fname`` is a
-    folder that receives ``PART_00000.ffr``, ``PART_00001.ffr``, … holding contiguous ranges
+    folder that receives ``PART_00000.ffr``, ``PART_00001.ffr``, … (the number widened past
+    100,000 parts, so that name order stays part order) holding contiguous ranges
     of the dataset (fewer than ``nfiles`` when the dataset is small), written by parallel
     worker processes; ``FileReader(fname)`` reads them back as one dataset in the original
     order. Each file appears only when complete; if anything fails, every part of this dump is
@@ -118,8 +119,8 @@ def dump(
         warnings.warn(f"split {n} samples into {len(ranges)} files rather than {nfiles}")
     out_dir = Path(fname)
     out_dir.mkdir(parents=True, exist_ok=True)
-    parts = [out_dir / f"PART_{k:05d}.ffr" for k in range(len(ranges))]
-    stale = sorted(set(out_dir.glob("*.ffr")) - set(parts))
+    parts = [out_dir / _paths.part_name(k, len(ranges)) for k in range(len(ranges))]
+    stale = sorted(set(map(Path, _paths.dataset_files(out_dir))) - set(parts))
     if stale:
         raise FileExistsError(
             f"{out_dir} already holds {len(stale)} other .ffr file(s) (e.g. {stale[0].name}) "
@@ -158,7 +159,7 @@ def _upload_dump(local: str, url: str, nfiles: int, storage_options: Optional[di
     if nfiles == 1:
         _remote.upload(local, url, storage_options)
         return
-    pairs = [(str(p), _remote.join(url, p.name)) for p in sorted(Path(local).glob("*.ffr"))]
+    pairs = [(p, _remote.join(url, os.path.basename(p))) for p in _paths.dataset_files(local)]
     _remote.upload_all(pairs, storage_options)
 
 

@@ -25,13 +25,12 @@ import os
 import threading
 import warnings
 from collections.abc import Iterable
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from . import _lib, _paths, _remote
-
-PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+from ._paths import PathArg
 
 # Gathered ``bytes`` samples go to the library in one call once their bytes, plus
 # SAMPLE_CHARGE for each, reach BATCH_BYTES: about 1 MiB of data or 4096 samples at most. A

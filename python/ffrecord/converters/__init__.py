@@ -20,6 +20,10 @@ unit). A failed conversion is resumed by running it again: finished units are ke
 result appears at the destination only when complete. Each source module documents how its
 types map to ours; the sources' packages come with ``pip install "ffrecord[convert]"``.
 
+Record files (TFRecord, OFRecord) convert to one plain ``.ffr`` file instead, each record one
+sample unchanged: ``ffrecord.converters.records`` (public as ``ffrecord.convert``), which
+holds the one framing helper for length-prefixed records.
+
 >>> import os, tempfile
 >>> from PIL import Image
 >>> from ffrecord.dataset import open_dataset
