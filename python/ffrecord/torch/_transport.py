@@ -18,7 +18,8 @@ unmaps it, whichever dies first, and no name is ever left behind.
 
 In the main process, bytes-like values arrive as read-only ``memoryview`` objects (``bytes(v)``
 copies one; ``pickle.loads``, ``np.frombuffer`` and ``==`` take them as they are), tensors and
-arrays as writable views of the slot.
+arrays as writable views of the slot. With ``exact_types`` (a user's own ``collate_fn``),
+``bytes`` and ``bytearray`` values arrive as what they were, copied once out of the slot.
 """
 
 from __future__ import annotations
@@ -205,13 +206,13 @@ class _Sender:
         start = arena.slot_start(slot) + at
         return arena.bytes[start:start + nbytes]
 
-    def pack(self, batch: Any) -> Any:
+    def pack(self, batch: Any, exact_types: bool = False) -> Any:
         leaves: list[tuple[_Leaf, Any]] = []
         current = self.current
         self.current = None
         inside = _slot_bounds(current) if current else None
         size = [_round_up(self.used, _ALIGN) if current else 0]
-        skeleton = _plan(batch, leaves, size, inside)
+        skeleton = _plan(batch, leaves, size, inside, exact_types)
         if not leaves:
             if current:
                 current[0].states[current[1]] = FREE
@@ -222,7 +223,7 @@ class _Sender:
                 current[0].states[current[1]] = FREE
                 size = [0]
                 leaves.clear()
-                skeleton = _plan(batch, leaves, size, None)
+                skeleton = _plan(batch, leaves, size, None, exact_types)
             arena, slot = self._acquire(size[0])
         start = arena.slot_start(slot)
         for leaf, value in leaves:
@@ -239,18 +240,20 @@ def _slot_bounds(current: tuple[_Arena, int]) -> tuple[int, int]:
     return start, start + arena.slot_size
 
 
-def _plan(obj: Any, leaves: list, size: list, inside: tuple[int, int] | None) -> Any:
+def _plan(obj: Any, leaves: list, size: list, inside: tuple[int, int] | None,
+          exact_types: bool = False) -> Any:
     """The skeleton of ``obj``; each value to carry gets a ``_Leaf`` at the next offset of
-    ``size[0]`` (or where it already lies in the slot, when ``inside`` holds it)."""
+    ``size[0]`` (or where it already lies in the slot, when ``inside`` holds it). With
+    ``exact_types``, a ``bytes`` or ``bytearray`` leaf remembers its type (as its dtype)."""
     kind = type(obj)
     if kind is list:
-        return [_plan(x, leaves, size, inside) for x in obj]
+        return [_plan(x, leaves, size, inside, exact_types) for x in obj]
     if kind is dict:
-        return {k: _plan(v, leaves, size, inside) for k, v in obj.items()}
+        return {k: _plan(v, leaves, size, inside, exact_types) for k, v in obj.items()}
     if kind is tuple:
-        return tuple(_plan(x, leaves, size, inside) for x in obj)
+        return tuple(_plan(x, leaves, size, inside, exact_types) for x in obj)
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # namedtuple
-        return kind(*(_plan(x, leaves, size, inside) for x in obj))
+        return kind(*(_plan(x, leaves, size, inside, exact_types) for x in obj))
     if kind is torch.Tensor:
         if (obj.device.type != "cpu" or obj.layout != torch.strided or obj.requires_grad
                 or obj.is_quantized or obj.numel() == 0):
@@ -271,7 +274,7 @@ def _plan(obj: Any, leaves: list, size: list, inside: tuple[int, int] | None) ->
         nbytes = obj.nbytes if kind is memoryview else len(obj)
         if nbytes == 0:
             return obj
-        leaf = _Leaf("bytes", 0, nbytes)
+        leaf = _Leaf("bytes", 0, nbytes, kind if exact_types and kind is not memoryview else None)
     else:
         return obj
     leaf.offset = _round_up(size[0], _ALIGN)
@@ -313,15 +316,16 @@ _ACTIVE = False  # set in a worker by its first WorkerCollate call
 class WorkerCollate:
     """The loader's ``collate_fn``, then, in a worker, the batch packed into a slot."""
 
-    def __init__(self, collate_fn: Callable[[Any], Any]) -> None:
+    def __init__(self, collate_fn: Callable[[Any], Any], exact_types: bool = False) -> None:
         self.collate_fn = collate_fn
+        self.exact_types = exact_types
 
     def __call__(self, batch: Any) -> Any:
         global _ACTIVE
         if get_worker_info() is None:
             return self.collate_fn(batch)
         _ACTIVE = True
-        return _sender().pack(self.collate_fn(batch))
+        return _sender().pack(self.collate_fn(batch), self.exact_types)
 
     def __repr__(self) -> str:
         return f"WorkerCollate({self.collate_fn!r})"
@@ -414,7 +418,8 @@ def _rebuild(skeleton: Any, slot: Any, raw: memoryview) -> Any:
     if kind is _Leaf:
         leaf = skeleton
         if leaf.kind == "bytes":
-            return raw[leaf.offset:leaf.offset + leaf.nbytes]
+            view = raw[leaf.offset:leaf.offset + leaf.nbytes]
+            return view if leaf.dtype is None else leaf.dtype(view)  # bytes or bytearray: a copy
         if leaf.kind == "tensor":
             return torch.frombuffer(slot, dtype=leaf.dtype, count=leaf.nbytes // _itemsize(leaf.dtype),
                                     offset=leaf.offset).view(leaf.shape)

@@ -168,11 +168,15 @@ class DataLoader(torch.utils.data.DataLoader):
     ) -> None:
         if num_workers > 0 and multiprocessing_context is None:
             multiprocessing_context = _default_start_method()
+        users_collate = collate_fn is not None
         if collate_fn is None and (batch_size is not None or batch_sampler is not None):
             collate_fn = default_collate  # torch's default for batches (auto-collation)
         if (num_workers > 0 and shared_memory and _transport.SUPPORTED
                 and not isinstance(collate_fn, _transport.WorkerCollate)):
-            collate_fn = _transport.WorkerCollate(collate_fn or torch.utils.data.default_convert)
+            # A user's collate_fn gets back the types it made (bytes stay bytes: one copy
+            # out of the slot); the default's bytes-like values arrive as views of it.
+            collate_fn = _transport.WorkerCollate(collate_fn or torch.utils.data.default_convert,
+                                                  exact_types=users_collate)
         super().__init__(
             dataset,
             batch_size,
