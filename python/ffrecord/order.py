@@ -368,28 +368,8 @@ def chunk_bounds(source: Any, chunk_size: int) -> np.ndarray:
 
 
 def _reader_chunk_bounds(reader: Any, chunk_size: int) -> np.ndarray:
-    """PLACEHOLDER until the core exposes ``FileReader.chunk_bounds(chunk_size)``: the one
-    place that derives chunk bounds from the offsets table (the integrator switches it)."""
-    if callable(getattr(reader, "chunk_bounds", None)):
-        return np.asarray(reader.chunk_bounds(chunk_size), np.int64)
-    parts, first = [np.zeros(1, np.int64)], 0
-    for k in range(len(reader.fnames)):
-        samples = reader.file_info(k).samples
-        offsets = reader.get_offsets(k)[: samples + 1]
-        parts.append(_greedy_chunks(offsets, chunk_size)[1:] + first)
-        first += samples
-    return np.concatenate(parts)
-
-
-def _greedy_chunks(offsets: np.ndarray, chunk_size: int) -> np.ndarray:
-    """Chunk bounds (sample numbers) of one file from its sample offsets (``samples + 1`` of
-    them): each chunk as many whole samples as fit in ``chunk_size`` bytes, at least one."""
-    bounds, start, samples = [0], 0, len(offsets) - 1
-    while start < samples:
-        end = int(np.searchsorted(offsets, offsets[start] + chunk_size, side="right")) - 1
-        start = min(max(end, start + 1), samples)
-        bounds.append(start)
-    return np.array(bounds, np.int64)
+    """The core's chunk rule (``FileReader.chunk_bounds``), as int64."""
+    return np.asarray(reader.chunk_bounds(chunk_size), np.int64)
 
 
 # -- quality ----------------------------------------------------------------------------

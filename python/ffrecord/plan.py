@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from .order import ChunkShuffle, FullShuffle, shuffle_quality
 from .reader import FileReader
 
 #: Requests per second S3 serves per key prefix (GET and HEAD) before answering 503 SlowDown.
@@ -115,7 +116,7 @@ def plan(paths: Any, *, nodes: int = 1, gpus_per_node: int = 1, batch_size: int 
         bounds = reader.chunk_bounds(chunk_size)
         data_bytes = sum(reader.file_info(k).data_bytes for k in range(len(reader.fnames)))
         sizes = _chunk_bytes(reader, bounds)
-    return _model(samples=int(bounds[-1]), chunk_bytes=sizes, chunk_size=int(chunk_size),
+    return _model(bounds=bounds, chunk_bytes=sizes, chunk_size=int(chunk_size),
                   data_bytes=data_bytes, nodes=int(nodes), ranks=int(nodes) * int(gpus_per_node),
                   batch_size=int(batch_size), samples_per_second=float(samples_per_second),
                   shuffle=shuffle, window=int(window), cache_limit=cache_limit, cached=cached)
@@ -128,12 +129,13 @@ def _chunk_bytes(reader: FileReader, bounds: np.ndarray) -> np.ndarray:
     return sums[bounds[1:]] - sums[bounds[:-1]]
 
 
-def _model(*, samples: int, chunk_bytes: np.ndarray, chunk_size: int, data_bytes: int, nodes: int,
-           ranks: int, batch_size: int, samples_per_second: float, shuffle: str, window: int,
-           cache_limit: int | None, cached: bool) -> Plan:
-    # ANALYTIC MODEL OF THE CHUNK-AWARE ORDER (swap for ffrecord.order once it lands): chunks
-    # are split evenly among the nodes, each node reads its share a window of `window`
-    # chunks at a time, and a batch draws its samples at random within the window.
+def _model(*, bounds: np.ndarray, chunk_bytes: np.ndarray, chunk_size: int, data_bytes: int,
+           nodes: int, ranks: int, batch_size: int, samples_per_second: float, shuffle: str,
+           window: int, cache_limit: int | None, cached: bool) -> Plan:
+    # The chunk-aware order is ffrecord.order.ChunkShuffle with one canonical partition per
+    # node: each node reads its own share of the chunks, a window of `window` chunks at a
+    # time; the shuffle-quality figures are measured on that order itself.
+    samples = int(bounds[-1])
     chunks = len(chunk_bytes)
     total = int(chunk_bytes.sum())
     largest = int(chunk_bytes.max()) + _TRAILER if chunks else 0
@@ -144,15 +146,14 @@ def _model(*, samples: int, chunk_bytes: np.ndarray, chunk_size: int, data_bytes
     if shuffle == "chunk":
         node_gets, node_bytes = per_node_chunks, share_bytes
         cache_streaming = 2 * min(window, per_node_chunks) * largest  # a window read, the next ahead
-        w = min(window, per_node_chunks) or 1
-        per_batch = w * (1 - (1 - 1 / w) ** batch_size)
-        window_fraction = w / max(1, per_node_chunks)
+        window_fraction = (min(window, per_node_chunks) or 1) / max(1, per_node_chunks)
+        chosen = ChunkShuffle(bounds, seed=0, window=window, partitions=min(nodes, chunks)) if samples else None
     else:  # every node reads every chunk
         node_gets, node_bytes = chunks, total
         cache_warm = total + chunks * _TRAILER
         cache_streaming = cache_warm
-        per_batch = chunks * (1 - (1 - 1 / chunks) ** batch_size) if chunks else 0.0
         window_fraction = 1.0
+        chosen = FullShuffle(samples, 0) if samples else None
     if not cached:  # one GET per sample, every epoch
         node_gets, node_bytes = math.ceil(samples / nodes), math.ceil(total / nodes)
         warm_gets, warm_bytes, cache_streaming, cache_warm = node_gets, node_bytes, 0, 0
@@ -162,7 +163,9 @@ def _model(*, samples: int, chunk_bytes: np.ndarray, chunk_size: int, data_bytes
         warm_gets, warm_bytes = math.ceil(node_gets * (1 - held)), math.ceil(node_bytes * (1 - held))
     else:
         warm_gets, warm_bytes = 0, 0
-    full = chunks * (1 - (1 - 1 / chunks) ** batch_size) if chunks else 0.0
+    quality = shuffle_quality(chosen, batch_size, bounds) if chosen is not None else {}
+    per_batch = quality.get("distinct_chunks", 0.0)
+    full = quality.get("full_shuffle_distinct_chunks", 0.0)
     return Plan(samples=samples, data_bytes=data_bytes, chunks=chunks, chunk_size=chunk_size,
                 nodes=nodes, ranks=ranks, batch_size=batch_size, shuffle=shuffle, window=window,
                 epoch_seconds=epoch_seconds, node_gets_cold=node_gets, node_bytes_cold=node_bytes,
