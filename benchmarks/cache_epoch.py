@@ -9,9 +9,9 @@ in a fresh process:
 - ``cold``: an empty cache directory; ``warm``: the same directory, a new process (as a
   restarted job or the next epoch would find it); ``local``: the same file on local disk.
 
-The order is chunk-aware: chunks (``FileReader.chunk_bounds``) are permuted and read a
-window of ``--window`` chunks at a time, samples shuffled within the window (a simple
-sampler here; ``ffrecord.order.ChunkShuffle`` where it exists). Printed per epoch: samples/s,
+The order is chunk-aware, ``ffrecord.order.ChunkShuffle``: chunks (``FileReader.chunk_bounds``)
+are permuted and read a window of ``--window`` chunks at a time, samples shuffled within the
+window. Printed per epoch: samples/s,
 GETs, bytes downloaded and bytes in the cache, and the goals: GETs per cold epoch within
 1.1x of bytes/chunk size, no data GET when warm, warm within 10% of local disk.
 
@@ -95,24 +95,6 @@ class _LitItem:
 
 # -- one epoch, in a fresh process ------------------------------------------------------
 
-class ChunkWindowSampler:
-    """Chunks permuted, then windows of ``window`` chunks, samples shuffled in a window."""
-
-    def __init__(self, bounds: np.ndarray, window: int, seed: int = 0) -> None:
-        self.bounds, self.window, self.seed = bounds, window, seed
-
-    def __iter__(self):
-        rng = np.random.default_rng(self.seed)
-        chunks = rng.permutation(len(self.bounds) - 1)
-        for w in range(0, len(chunks), self.window):
-            idx = np.concatenate([np.arange(self.bounds[c], self.bounds[c + 1]) for c in chunks[w:w + self.window]])
-            rng.shuffle(idx)
-            yield from idx.tolist()
-
-    def __len__(self) -> int:
-        return int(self.bounds[-1])
-
-
 def _images(indices, data):
     return [d.nbytes for d in data]
 
@@ -128,6 +110,7 @@ def epoch(kind: str, where: str, cache: str | None, chunk_size: int, window: int
 
     from ffrecord import FileReader
     from ffrecord.dataset import DatasetReader
+    from ffrecord.order import ChunkShuffle
     from ffrecord.torch import DataLoader, Dataset, StructuredDataset
 
     opts = {"cache_dir": cache, "chunk_size": chunk_size} if cache else None
@@ -140,8 +123,8 @@ def epoch(kind: str, where: str, cache: str | None, chunk_size: int, window: int
         reader = DatasetReader(base + "/structured/", storage_options=opts)
         dataset = StructuredDataset(reader, transform=_structured)
         bounds = reader.field_reader("image").chunk_bounds(chunk_size)
-    loader = DataLoader(dataset, batch_size=64, sampler=ChunkWindowSampler(bounds, window),
-                        num_workers=2, skippable=False)
+    loader = DataLoader(dataset, batch_size=64, order=ChunkShuffle(bounds, seed=0, window=window),
+                        num_workers=2)
     start = time.perf_counter()
     n = sum(len(batch) for batch in loader)
     return {"samples_per_s": n / (time.perf_counter() - start), "samples": n}
