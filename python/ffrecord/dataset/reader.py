@@ -20,7 +20,7 @@ from ..reader import FileReader
 from . import codecs, sequence
 from .errors import (CodecError, CorruptDatasetError, IncompleteDatasetError, MaskError,
                      SequenceRangeError, SpecError)
-from .spec import Field, read_metadata, read_spec
+from .spec import Field, read_spec_and_metadata
 
 # What a mask asks of a field: WHOLE, or a (start, stop, step) range of a sequence's
 # elements, stop None meaning "to the end".
@@ -227,7 +227,7 @@ class DatasetReader(Readable):
         self.decoders = decoders
         self.cache_keys = tuple(cache_keys)
         self.check_data = bool(check_data)
-        self._fields, self._length = read_spec(self.directory)
+        self._fields, self._length, self._metadata = read_spec_and_metadata(self.directory)
         self._decoders = codecs.resolve(self._fields, decoders, "decode")
         for key in self.cache_keys:
             if key not in self._fields:
@@ -305,7 +305,7 @@ class DatasetReader(Readable):
     def metadata(self) -> dict[str, Any]:
         """What the writer stored beside the spec (``DatasetWriter(metadata=...)``), e.g. a
         converter's class names; ``{}`` when none."""
-        return read_metadata(self.directory)
+        return dict(self._metadata)
 
     @property
     def files(self) -> list[str]:

@@ -137,24 +137,24 @@ def read_spec(directory: Path) -> tuple[dict[str, Field], int]:
     at once (``ValueError``); one that is too large, not UTF-8, not JSON (or nested too
     deep), has a key twice or holds a field of the wrong type raises ``CorruptDatasetError``
     naming it."""
+    fields, length, _ = read_spec_and_metadata(directory)
+    return fields, length
+
+
+def read_spec_and_metadata(directory: Path) -> tuple[dict[str, Field], int, dict[str, Any]]:
+    """``read_spec``, and the ``"metadata"`` the writer stored (``{}`` when none), from one
+    read of ``spec.json``."""
     path, document = _read_document(directory)
     length = document.get("length")
     if not _is_count(length):
         raise _damaged(path, f"bad datapoint count {length!r:.80}")
-    try:
-        return parse_spec(document.get("fields")), length
-    except SpecError as exc:
-        raise _damaged(path, str(exc)) from None
-
-
-def read_metadata(directory: Path) -> dict[str, Any]:
-    """The ``"metadata"`` a writer stored in ``spec.json`` (``{}`` when none), read and checked
-    as ``read_spec`` reads it."""
-    path, document = _read_document(directory)
     metadata = document.get("metadata", {})
     if not isinstance(metadata, dict):
         raise _damaged(path, '"metadata" is not an object')
-    return metadata
+    try:
+        return parse_spec(document.get("fields")), length, metadata
+    except SpecError as exc:
+        raise _damaged(path, str(exc)) from None
 
 
 def _read_document(directory: Path) -> tuple[Any, dict[str, Any]]:
