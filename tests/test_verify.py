@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import ffrecord.reader as reader_module
+import ffrecord._verification as verification
 from ffrecord import BadSample, CorruptFileError, FileInfo, FileReader, FileWriter
 from ffr_helpers import payload, write_dataset
 
@@ -49,8 +49,8 @@ def test_any_number_of_bad_samples_page_by_page(tmp_path: Path, monkeypatch, pag
                                                 text: int) -> None:
     """More bad samples than a page holds (by count, or by the room for their messages) are
     all found, once each, in order."""
-    monkeypatch.setattr(reader_module, "_VERIFY_PAGE", page)
-    monkeypatch.setattr(reader_module, "_VERIFY_TEXT", text)
+    monkeypatch.setattr(verification, "_VERIFY_PAGE", page)
+    monkeypatch.setattr(verification, "_VERIFY_TEXT", text)
     bad = [i for i in range(1300) if i % 7 != 3]
     with FileReader(damaged(tmp_path / "x.ffr", 1300, 4, bad), check_data=False) as reader:
         assert reader.verify() == bad

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .._indices import index_array
-from ..reader import _BufferPool
+from .._buffers import BufferPool
 from .errors import BlockSizeError
 from .packing import METHODS, PackPlan, pack
 from .stream import TokenStream
@@ -49,7 +49,7 @@ def _int64s(count: int, allocate: Callable[[int], np.ndarray] | None) -> np.ndar
     if allocate is None:
         pool = getattr(_pools, "pool", None)
         if pool is None:
-            pool = _pools.pool = _BufferPool()
+            pool = _pools.pool = BufferPool()
         allocate = pool.take
     return allocate(count * 8)[:count * 8].view(np.int64)
 

@@ -158,7 +158,7 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
         """The reader of this process: a copy of the dataset in another process opens its own."""
         if self._reader is None:
             fnames, check_data = self._reader_args
-            self._reader = reopen(fnames, check_data, getattr(self, "_reader_verified", ()),
+            self._reader = reopen(fnames, check_data, getattr(self, "_reader_vouched", ()),
                                   **self._reader_options)
         return self._reader
 
@@ -171,7 +171,7 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
         if "_reader_args" in state:  # a reader this class opened: reopen it lazily, by path
             reader = state["_reader"]
             if isinstance(reader, FileReader):  # its checks need not be done again
-                state["_reader_verified"] = reader.verified_files
+                state["_reader_vouched"] = reader.vouched_files
             state["_reader"] = None
         return state
 

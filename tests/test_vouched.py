@@ -40,13 +40,13 @@ def settled(tmp_path: Path) -> Path:
 
 def test_checked_reader_vouches_for_its_files_and_pickles_it(settled: Path) -> None:
     with FileReader(settled, check_data=True) as r:
-        assert r.verified_files == identity(settled)
+        assert r.vouched_files == identity(settled)
         copy = pickle.loads(pickle.dumps(r))
-        assert copy.verified_files == r.verified_files
+        assert copy.vouched_files == r.vouched_files
         assert [s.tobytes() for s in copy.read([2, 0])] == [b"ccc", b"a"]
         copy.close()
     with FileReader(settled, check_data=False) as unchecked:
-        assert unchecked.verified_files == ()
+        assert unchecked.vouched_files == ()
 
 
 def test_vouched_unchanged_file_is_not_checked_again(tmp_path: Path) -> None:
@@ -56,7 +56,7 @@ def test_vouched_unchanged_file_is_not_checked_again(tmp_path: Path) -> None:
         FileReader(path, check_data=True)
     with reopen(path, True, identity(path)) as r:  # the damage is not seen: not re-read
         assert r.n == 2
-        assert r.verified_files == identity(path)
+        assert r.vouched_files == identity(path)
         # A forked copy reopens by path vouching for the same file: not re-read either.
         run_in_child(lambda: [s.tobytes() for s in r.read([1])] == [b"bb"] or os._exit(3))
 
@@ -66,7 +66,7 @@ def test_changed_file_is_checked_in_full(settled: Path) -> None:
     vouched = pickle.dumps(r)
     damage_metadata_checksum(settled)
     with pytest.raises(CorruptFileError, match="metadata"):
-        reopen(settled, True, r.verified_files)
+        reopen(settled, True, r.vouched_files)
     with pytest.raises(CorruptFileError, match="metadata"):
         pickle.loads(vouched)
 
@@ -88,10 +88,16 @@ def test_torch_dataset_copies_vouch_for_what_its_reader_checked(settled: Path) -
     from ffrecord.torch import Dataset
 
     dataset = Dataset(str(settled))
-    vouched = dataset.reader.verified_files
+    vouched = dataset.reader.vouched_files
     assert vouched == identity(settled)
     copy = pickle.loads(pickle.dumps(dataset))  # what a spawned loader worker receives
-    assert copy.reader.verified_files == vouched
+    assert copy.reader.vouched_files == vouched
     damage_metadata_checksum(settled)
     with pytest.raises(CorruptFileError, match="metadata"):
         pickle.loads(pickle.dumps(dataset)).reader  # noqa: B018 - opening is the point
+
+
+def test_verified_files_is_a_deprecated_spelling_of_vouched_files(settled: Path) -> None:
+    with FileReader(settled, check_data=True) as r:
+        with pytest.warns(DeprecationWarning, match="vouched_files"):
+            assert r.verified_files == r.vouched_files == identity(settled)
