@@ -362,6 +362,21 @@ int32_t ffr_remove(const char *url, const char *options);
  * FFR_E_INVALID saying why; no request is made. */
 int32_t ffr_check_url(const char *url);
 
+/* What path names, as every call taking a path reads it (no request is made): *kind
+ * receives FFR_PATH_REMOTE for an s3://, http:// or https:// URL (copied to buf unchanged
+ * and unchecked: ffr_check_url checks it) and FFR_PATH_LOCAL for anything else; buf then
+ * receives the path to open: a file:// URL's local path (FFR_E_INVALID when it names
+ * another host), any other path unchanged. Buffer protocol as for ffr_fetch_text. */
+#define FFR_PATH_LOCAL  0
+#define FFR_PATH_REMOTE 1
+int32_t ffr_locate(const char *path, uint32_t *kind, char *buf, size_t len, size_t *needed);
+
+/* FFR_OK when options (a JSON object, as ffr_reader_open_options takes it) holds only
+ * storage options, each value of its option's JSON type; else FFR_E_INVALID naming the
+ * option, never quoting a value. "env" is not an option here: it is how a host passes its
+ * environment, which this call does not read. */
+int32_t ffr_check_options(const char *options);
+
 #ifdef __cplusplus
 }
 #endif

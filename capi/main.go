@@ -134,6 +134,16 @@ func ffr_check_url(url *C.ffr_cchar) C.int32_t {
 	return C.int32_t(abi.CheckURL(unsafe.Pointer(url)))
 }
 
+//export ffr_locate
+func ffr_locate(path *C.ffr_cchar, kind *C.uint32_t, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
+	return C.int32_t(abi.Locate(unsafe.Pointer(path), unsafe.Pointer(kind), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
+}
+
+//export ffr_check_options
+func ffr_check_options(options *C.ffr_cchar) C.int32_t {
+	return C.int32_t(abi.CheckOptions(unsafe.Pointer(options)))
+}
+
 //export ffr_remove
 func ffr_remove(url *C.ffr_cchar, options *C.ffr_cchar) C.int32_t {
 	return C.int32_t(abi.Remove(unsafe.Pointer(url), unsafe.Pointer(options)))

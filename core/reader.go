@@ -86,7 +86,8 @@ func expandPaths(paths []string, opts remote.Options) ([]string, error) {
 		if err := checkPath(p); err != nil {
 			return nil, err
 		}
-		if remote.IsURL(p) {
+		local, isRemote, err := remote.Locate(p)
+		if isRemote {
 			urls, err := expandURL(p, opts)
 			if err != nil {
 				return nil, err
@@ -94,12 +95,10 @@ func expandPaths(paths []string, opts remote.Options) ([]string, error) {
 			names = append(names, urls...)
 			continue
 		}
-		if local, ok, err := remote.LocalPath(p); ok {
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-			}
-			p = local
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
+		p = local
 		info, err := os.Stat(p)
 		if err != nil {
 			return nil, err

@@ -31,9 +31,23 @@ func LocalPath(path string) (local string, ok bool, err error) {
 		return "", true, fmt.Errorf("%w: %v", ErrBadURL, err)
 	}
 	if u.Host != "" && u.Host != "localhost" {
-		return "", true, fmt.Errorf("%w: %s names host %q; file URLs must be local", ErrBadURL, path, u.Host)
+		return "", true, fmt.Errorf("%w: %s names host %q; file URLs must be local", ErrBadURL,
+			withoutUserinfo(path), u.Host)
 	}
 	return u.Path, true, nil
+}
+
+// Locate says where path leads, without a request: isRemote for an s3://, http:// or
+// https:// URL (returned as it is, unchecked: CheckURL checks it); otherwise local is the
+// path to open, a file:// URL's local path or any other path unchanged.
+func Locate(path string) (local string, isRemote bool, err error) {
+	if IsURL(path) {
+		return path, true, nil
+	}
+	if p, ok, err := LocalPath(path); ok {
+		return p, false, err
+	}
+	return path, false, nil
 }
 
 // location is where an object lives: an S3 bucket and key, or a plain HTTP(S) URL.

@@ -68,3 +68,27 @@ func signedAsSent(t *testing.T, endpoint string, r *http.Request) string {
 	}
 	return req.Header.Get("Authorization")
 }
+
+// Locate tells URLs of objects from local paths, and resolves file:// URLs to their path.
+func TestLocate(t *testing.T) {
+	for _, c := range []struct {
+		path, local string
+		isRemote    bool
+	}{
+		{"S3://bucket/a.ffr", "S3://bucket/a.ffr", true},
+		{"https://host/a?b.ffr", "https://host/a?b.ffr", true},
+		{"s3:/bucket", "s3:/bucket", false}, // not a URL: a relative path
+		{"file:///data/a%20b.ffr", "/data/a b.ffr", false},
+		{"FILE://localhost/x%3Fy", "/x?y", false},
+		{"data/a.ffr", "data/a.ffr", false},
+	} {
+		local, isRemote, err := Locate(c.path)
+		if err != nil || local != c.local || isRemote != c.isRemote {
+			t.Errorf("Locate(%q) = %q, %v, %v; want %q, %v", c.path, local, isRemote, err, c.local, c.isRemote)
+		}
+	}
+	_, _, err := Locate("file://user:hunter2@host/x.ffr")
+	if !errors.Is(err, ErrBadURL) || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("a file URL of another host: %v, want ErrBadURL without the password", err)
+	}
+}

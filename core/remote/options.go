@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -73,15 +75,61 @@ type Options struct {
 // "{}" for the defaults) and fills in the environment's defaults. Unknown fields are an
 // error, so that a misspelt option is not silently ignored.
 func ParseOptions(text string) (Options, error) {
-	var o Options
-	if text != "" {
-		dec := json.NewDecoder(strings.NewReader(text))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&o); err != nil {
-			return o, optionsError(err)
-		}
+	o, err := decodeOptions(text, true)
+	if err != nil {
+		return o, err
 	}
 	return o, o.withDefaults()
+}
+
+// CheckOptions reports why text is not storage options a user may give: an unknown name,
+// or a value not of its option's JSON type. Env is not one of them: it is the host's
+// channel for its environment. Nothing is read from the environment.
+func CheckOptions(text string) error {
+	_, err := decodeOptions(text, false)
+	return err
+}
+
+// optionNames are the JSON names of the fields of Options, Env aside.
+var optionNames = func() []string {
+	t := reflect.TypeOf(Options{})
+	names := make([]string, 0, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		if name := t.Field(i).Tag.Get("json"); name != "env" {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}()
+
+// decodeOptions reads options from JSON, every name known (env too when withEnv) and
+// every value of its field's type.
+func decodeOptions(text string, withEnv bool) (Options, error) {
+	var o Options
+	if text == "" {
+		return o, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(text), &fields); err != nil {
+		return o, optionsError(err)
+	}
+	var unknown []string
+	for name := range fields {
+		if !(withEnv && name == "env") && !slices.Contains(optionNames, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return o, fmt.Errorf("unknown storage options %q; known: %s", unknown, strings.Join(optionNames, ", "))
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return o, optionsError(err)
+	}
+	return o, nil
 }
 
 // optionsError describes why options did not parse without quoting them: they carry the

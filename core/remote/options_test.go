@@ -25,3 +25,27 @@ func TestBadOptionsQuoteNoValue(t *testing.T) {
 		}
 	}
 }
+
+// CheckOptions judges what a user gives: every name an option's (env is the host's), every
+// value of its option's type, nothing read from the environment.
+func TestCheckOptions(t *testing.T) {
+	t.Setenv("FFRECORD_CACHE_LIMIT", "not a number") // ParseOptions would refuse it
+	for text, want := range map[string]string{
+		`{"endpoint_url": "http://127.0.0.1:9000", "chunk_size": 4096}`: "",
+		`{}`:                           "",
+		`{"endpoint": "x", "b": 1}`:    `unknown storage options ["b" "endpoint"]; known: anonymous, cache_dir`,
+		`{"env": {"AWS_REGION": "x"}}`: `unknown storage options ["env"]`,
+		`{"timeout": "hunter2"}`:       "storage option timeout must be a JSON number, not a string",
+		`{"region": "x"`:               "storage options are not valid JSON",
+	} {
+		err := CheckOptions(text)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) ||
+			err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("CheckOptions(%s) = %v, want %q", text, err, want)
+		}
+	}
+	if _, err := ParseOptions(`{"env": {"AWS_REGION": "x"}, "regoin": "y"}`); err == nil ||
+		!strings.Contains(err.Error(), `unknown storage options ["regoin"]`) {
+		t.Fatalf("ParseOptions: %v, want the unknown option named", err)
+	}
+}

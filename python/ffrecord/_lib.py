@@ -56,6 +56,8 @@ INFO_FIELDS = 7
 METADATA_INTACT = 0
 METADATA_LEGACY = 1
 METADATA_DAMAGED = 2
+PATH_LOCAL = 0
+PATH_REMOTE = 1
 #: ffr_reader_stats's counters, in order (FFR_STAT_*).
 STAT_NAMES = ("requests", "bytes_fetched", "retries", "cache_hits", "cache_misses",
               "evictions", "bypassed", "prefetched")
@@ -97,6 +99,8 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_upload": [c_char_p, c_char_p, c_char_p],
     "ffr_remove": [c_char_p, c_char_p],
     "ffr_check_url": [c_char_p],
+    "ffr_locate": [c_char_p, POINTER(c_uint32), c_char_p, c_size_t, _sizep],
+    "ffr_check_options": [c_char_p],
     "ffr_fetch_text": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_list": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_reader_len": [c_int64, _u64p],

@@ -1,7 +1,8 @@
 """URLs as paths: which paths name remote objects, and the storage options sent with them.
 
-The format, the requests, signing, retries and listing all live in the Go core; this module
-only recognises URLs, encodes ``storage_options`` for the C ABI and stages writes.
+The format, the requests, signing, retries and listing all live in the Go core, and so do
+the rules of URLs and of storage options: this module asks the core which paths are URLs and
+whether options are valid, encodes ``storage_options`` for the C ABI and stages writes.
 
 >>> is_url("s3://bucket/train/"), is_url("https://host/a.ffr"), is_url("/data/a.ffr")
 (True, True, False)
@@ -13,45 +14,48 @@ only recognises URLs, encodes ``storage_options`` for the C ABI and stages write
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
 import tempfile
-import urllib.parse
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
-from . import _lib
+from . import _lib, _paths
 
-_SCHEMES = ("s3://", "http://", "https://")
 _UPLOADS = 4  # files uploaded at once (each upload is itself parallel for a large file)
 _ENV_PREFIXES = ("AWS_", "FFRECORD_CACHE_DIR", "FFRECORD_CACHE_LIMIT", "FFRECORD_REMOTE_")
-#: The options the core accepts (``capi/ffrecord.h``, ``ffr_reader_open_options``).
-OPTION_NAMES = frozenset({"endpoint_url", "region", "profile", "anonymous", "virtual_hosted",
-                          "concurrency", "coalesce_gap", "merge_gap", "timeout", "retries",
-                          "cache_dir", "cache_limit", "chunk_size"})
+
+
+def _locate(text: str) -> tuple[bool, str]:
+    """The core's reading of a path: whether it names a remote object, and the path to
+    open (a ``file://`` URL's local path; anything else as it is)."""
+    kind = ctypes.c_uint32()
+    local = _lib.copy_text(_lib.current().dll.ffr_locate, _paths.encode(text), ctypes.byref(kind))
+    return kind.value == _lib.PATH_REMOTE, os.fsdecode(local)
 
 
 def is_url(path: Any) -> bool:
-    """Whether ``path`` names a remote object (``s3://``, ``http://``, ``https://``)."""
+    """Whether ``path`` names a remote object (``s3://``, ``http://``, ``https://``), as the
+    core reads paths."""
     if isinstance(path, bytes):
         path = os.fsdecode(path)
-    return isinstance(path, str) and path[:8].lower().startswith(_SCHEMES)
+    return isinstance(path, str) and _locate(path)[0]
 
 
 def local_path(path: Any) -> Any:
-    """The local path of a ``file://`` URL; any other path unchanged.
+    """The local path of a ``file://`` URL (``ValueError`` when it names another host); any
+    other path unchanged. The core reads the URL, as it does when a reader opens one.
 
     >>> local_path("file:///data/a%20b.ffr"), local_path("data/a.ffr")
     ('/data/a b.ffr', 'data/a.ffr')
     """
-    text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else path
-    if not (isinstance(text, str) and text[:7].lower() == "file://"):
+    if not isinstance(path, (str, bytes, os.PathLike)):
         return path
-    parsed = urllib.parse.urlparse(text)
-    if parsed.netloc not in ("", "localhost"):
-        raise ValueError(f"{text}: a file URL must name a local path, not host {parsed.netloc!r}")
-    return urllib.parse.unquote(parsed.path)
+    text = os.fsdecode(path)
+    is_remote, local = _locate(text)
+    return path if is_remote or local == text else local
 
 
 def check_url(url: str) -> None:
@@ -71,8 +75,9 @@ def check_writable(url: str) -> None:
 
 
 def encode_options(options: dict[str, Any] | None) -> bytes:
-    """``storage_options`` as the JSON the core reads; ``ValueError`` for an unknown name
-    or a value JSON cannot hold, ``TypeError`` for anything but a dict.
+    """``storage_options`` as the JSON the core reads; ``ValueError`` for an unknown name,
+    a value not of its option's type (the core judges both, as it reads them) or a value
+    JSON cannot hold, ``TypeError`` for anything but a dict.
 
     The environment variables the core reads go with them: the Go runtime sees only the
     environment the process started with, not later changes to ``os.environ``."""
@@ -80,14 +85,13 @@ def encode_options(options: dict[str, Any] | None) -> bytes:
         options = {}
     if not isinstance(options, dict):
         raise TypeError(f"storage_options must be a dict, not {type(options).__name__}")
-    unknown = sorted(set(options) - OPTION_NAMES)
-    if unknown:
-        raise ValueError(f"unknown storage options {unknown}; known: {sorted(OPTION_NAMES)}")
-    env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
     try:
-        return json.dumps({**options, "env": env}).encode()
+        given = json.dumps(options)
     except TypeError as exc:
         raise ValueError(f"storage_options: {exc}") from None
+    _lib.check(_lib.current().dll.ffr_check_options(given.encode()))
+    env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
+    return json.dumps({**options, "env": env}).encode()
 
 
 def with_cache(options: dict[str, Any] | None, cache_dir: Any = None,

@@ -47,6 +47,12 @@ const (
 	InfoFields
 )
 
+// What ffr_locate says a path names.
+const (
+	PathLocal  uint32 = 0
+	PathRemote uint32 = 1
+)
+
 const (
 	MetadataIntact  = uint64(core.MetadataIntact)
 	MetadataLegacy  = uint64(core.MetadataLegacy)

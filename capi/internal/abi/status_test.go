@@ -51,6 +51,8 @@ func TestHeaderConstants(t *testing.T) {
 		"FFR_METADATA_INTACT":   int64(MetadataIntact),
 		"FFR_METADATA_LEGACY":   int64(MetadataLegacy),
 		"FFR_METADATA_DAMAGED":  int64(MetadataDamaged),
+		"FFR_PATH_LOCAL":        int64(PathLocal),
+		"FFR_PATH_REMOTE":       int64(PathRemote),
 
 		"FFR_STAT_REQUESTS":   StatRequests,
 		"FFR_STAT_BYTES":      StatBytes,
