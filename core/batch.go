@@ -259,27 +259,27 @@ func splitByBytes(items []batchItem, n int, total uint64) [][]batchItem {
 	return parts
 }
 
-// The samples a few places ahead in a batch are prefetched while the current one is
-// copied: a warm batch of small random samples is bound by memory latency (cache and TLB
+// The first cache lines of the samples a few places ahead in a batch are loaded into the
+// CPU's caches while the current one is copied: a warm batch of small random samples is bound by memory latency (cache and TLB
 // misses), not bandwidth, and this keeps several misses in flight (measured: 87 → 62 µs
 // of CPU per 256 × 1 KiB batch with checks). Only the start of each sample is asked for;
 // the hardware prefetcher follows a stream once it has begun.
 const (
-	prefetchAhead = 4
-	prefetchBytes = 4096
+	cacheLinesAhead = 4
+	cacheLinesBytes = 4096
 )
 
 func (r *Reader) deliverRange(items []batchItem, dst []byte, cur **batchItem) error {
 	for k := range items {
 		it := &items[k]
 		*cur = it
-		if k+prefetchAhead < len(items) {
-			next := &items[k+prefetchAhead]
+		if k+cacheLinesAhead < len(items) {
+			next := &items[k+cacheLinesAhead]
 			if len(next.src) > 0 {
-				prefetch(unsafe.Pointer(&next.src[0]), uintptr(min(len(next.src), prefetchBytes)))
+				loadCacheLines(unsafe.Pointer(&next.src[0]), uintptr(min(len(next.src), cacheLinesBytes)))
 			}
 			if r.opts.CheckData {
-				prefetch(unsafe.Pointer(&next.file.data[checksumPos(next.local)]), checksumSize)
+				loadCacheLines(unsafe.Pointer(&next.file.data[checksumPos(next.local)]), checksumSize)
 			}
 		}
 		if err := r.deliver(it, dst[it.out:it.out+it.size]); err != nil {
