@@ -62,13 +62,13 @@ extern "C" {
 /* Writer compression (see core's format spec for the extension record). */
 #define FFR_COMPRESS_NONE 0
 #define FFR_COMPRESS_LZ4  1
-#define FFR_COMPRESS_ZSTD 2 /* Zstandard frames; same extension record, codec 2 */
+#define FFR_COMPRESS_ZSTD 2 /* Zstandard frames; same extension record, compression 2 */
 
 /* Fields of ffr_reader_file_info: indices into its info array. */
 #define FFR_INFO_SAMPLES      0 /* samples a reader shows                                    */
 #define FFR_INFO_STORED       1 /* samples in the header, an extension record included      */
 #define FFR_INFO_COMPRESSION  2 /* FFR_COMPRESS_LZ4 or _ZSTD with an extension record (the  *
-                                 * codec of its compressed samples: LZ4 when none shrank)     */
+                                 * compression of its samples: LZ4 when none shrank)          */
 #define FFR_INFO_HEADER_BYTES 3 /* bytes of the header (checksums and offsets)               */
 #define FFR_INFO_DATA_BYTES   4 /* bytes of sample data as stored (compressed, the record)   */
 #define FFR_INFO_FILE_BYTES   5 /* bytes of the file                                         */

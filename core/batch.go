@@ -19,19 +19,21 @@ const parallelBytes = 1 << 20
 
 // batchItem is one sample of a batch on its way from the file to the caller's buffer.
 type batchItem struct {
-	file   *dataFile
-	local  uint64 // index in the file (base format)
-	global uint64 // index in the dataset
-	off    uint64 // stored bytes [off, end) in the file
-	end    uint64
-	out    uint64 // where the sample starts in dst
-	size   uint64 // its size as returned (the original size of a compressed sample)
-	codec  byte
-	src    []byte // the stored bytes once they are in memory
+	file        *dataFile
+	local       uint64 // index in the file (base format)
+	global      uint64 // index in the dataset
+	off         uint64 // stored bytes [off, end) in the file
+	end         uint64
+	out         uint64 // where the sample starts in dst
+	size        uint64 // its size as returned (the original size of a compressed sample)
+	compression byte
+	src         []byte // the stored bytes once they are in memory
 }
 
 // inPlace reports whether the stored bytes can be read straight into the caller's buffer.
-func (it *batchItem) inPlace() bool { return it.codec == codecRaw && it.end-it.off == it.size }
+func (it *batchItem) inPlace() bool {
+	return it.compression == compressionRaw && it.end-it.off == it.size
+}
 
 type batch struct {
 	items []batchItem
@@ -70,9 +72,9 @@ func (r *Reader) plan(it *batchItem, f *dataFile, local, fileStart uint64) error
 	if err != nil {
 		return sampleError(err, it.global, local)
 	}
-	it.off, it.end, it.size, it.codec = off, end, end-off, codecRaw
+	it.off, it.end, it.size, it.compression = off, end, end-off, compressionRaw
 	if f.ext != nil {
-		it.codec, it.size = f.ext.codec(local), f.ext.originalSize(local)
+		it.compression, it.size = f.ext.sampleCompression(local), f.ext.originalSize(local)
 	}
 	return nil
 }
@@ -302,7 +304,7 @@ func (r *Reader) deliver(it *batchItem, out []byte) error {
 	if err := r.checkSample(it, it.src); err != nil {
 		return err
 	}
-	if err := decode(it.codec, it.src, out); err != nil {
+	if err := decode(it.compression, it.src, out); err != nil {
 		return sampleError(&fileError{path: it.file.path, index: int64(it.local), err: err}, it.global, it.local)
 	}
 	return nil

@@ -35,11 +35,11 @@ func (c Compression) String() string {
 	return fmt.Sprintf("Compression(%d)", int(c))
 }
 
-// Per-sample codecs of the extension record.
+// Per-sample compression bytes of the extension record.
 const (
-	codecRaw  byte = 0
-	codecLZ4  byte = 1
-	codecZstd byte = 2
+	compressionRaw  byte = 0
+	compressionLZ4  byte = 1
+	compressionZstd byte = 2
 )
 
 // The extension record (see doc.go).
@@ -48,7 +48,7 @@ const (
 	extVersion      = 1
 	extFixedSize    = 8 + 4 + 4 + 8 // magic, version, reserved, count
 	extTrailerSize  = 4             // CRC-32 of everything before it
-	extPerSample    = 8 + 1         // original size, codec
+	extPerSample    = 8 + 1         // original size, compression
 	extSizesAt      = extFixedSize
 	maxExtSamples   = (math.MaxUint64 - extFixedSize - extTrailerSize) / extPerSample
 	maxPackedSample = 256 << 20 // larger samples are stored raw: LZ4 blocks stop near 2 GiB
@@ -58,19 +58,19 @@ const (
 
 // extension is a parsed extension record, read in place from the file mapping.
 type extension struct {
-	count  uint64 // user samples: N − 1
-	sizes  []byte // count × u64 original sizes
-	codecs []byte // count × u8
+	count        uint64 // user samples: N − 1
+	sizes        []byte // count × u64 original sizes
+	compressions []byte // count × u8
 }
 
-func (e *extension) originalSize(i uint64) uint64 { return le.Uint64(e.sizes[8*i:]) }
-func (e *extension) codec(i uint64) byte          { return e.codecs[i] }
+func (e *extension) originalSize(i uint64) uint64    { return le.Uint64(e.sizes[8*i:]) }
+func (e *extension) sampleCompression(i uint64) byte { return e.compressions[i] }
 
 // compression is how the file's samples were written: Zstandard when any sample is a
 // Zstandard frame, else LZ4 (also for a file in which no sample shrank, whose writer's
 // choice the record does not keep).
 func (e *extension) compression() Compression {
-	if bytes.IndexByte(e.codecs, codecZstd) >= 0 {
+	if bytes.IndexByte(e.compressions, compressionZstd) >= 0 {
 		return CompressZstd
 	}
 	return CompressLZ4
@@ -116,16 +116,16 @@ func (f *dataFile) findExtension() (*extension, error) {
 			"extension record version %d is not supported (this library reads %d)", v, extVersion)
 	}
 	sizesEnd := extSizesAt + 8*count
-	return &extension{count: count, sizes: rec[extSizesAt:sizesEnd], codecs: rec[sizesEnd:body]}, nil
+	return &extension{count: count, sizes: rec[extSizesAt:sizesEnd], compressions: rec[sizesEnd:body]}, nil
 }
 
 // compressor turns samples into their stored form for a Writer.
 type compressor struct {
-	codec   byte // what samples are compressed with: codecLZ4 or codecZstd
-	lz4     lz4.Compressor
-	scratch []byte
-	sizes   []uint64 // original size of every sample written
-	codecs  []byte
+	compression  byte // what samples are compressed with: compressionLZ4 or compressionZstd
+	lz4          lz4.Compressor
+	scratch      []byte
+	sizes        []uint64 // original size of every sample written
+	compressions []byte
 }
 
 // keptScratch bounds the compression buffer kept between samples, so that one huge
@@ -139,21 +139,21 @@ func (c *compressor) store(p []byte) []byte {
 	}
 	c.sizes = append(c.sizes, uint64(len(p)))
 	if len(p) == 0 || len(p) > maxPackedSample {
-		c.codecs = append(c.codecs, codecRaw)
+		c.compressions = append(c.compressions, compressionRaw)
 		return p
 	}
 	packed := c.compress(p)
 	if len(packed) == 0 || len(packed) >= len(p) {
-		c.codecs = append(c.codecs, codecRaw)
+		c.compressions = append(c.compressions, compressionRaw)
 		return p
 	}
-	c.codecs = append(c.codecs, c.codec)
+	c.compressions = append(c.compressions, c.compression)
 	return packed
 }
 
 // compress returns p compressed into the scratch buffer, or nothing when that fails.
 func (c *compressor) compress(p []byte) []byte {
-	if c.codec == codecZstd {
+	if c.compression == compressionZstd {
 		c.scratch = zstdEncoder().EncodeAll(p, c.scratch[:0])
 		return c.scratch
 	}
@@ -180,41 +180,41 @@ func (c *compressor) record() []byte {
 	for _, s := range c.sizes {
 		rec = le.AppendUint64(rec, s)
 	}
-	rec = append(rec, c.codecs...)
+	rec = append(rec, c.compressions...)
 	return le.AppendUint32(rec, crc32.ChecksumIEEE(rec))
 }
 
-// decode writes the original bytes of a sample stored as src with codec into dst, whose
+// decode writes the original bytes of a sample stored as src with compression into dst, whose
 // length is the original size, and nowhere else: dst is usually one slot of a batch buffer,
 // the next sample's slot (perhaps being filled by another goroutine) or the caller's memory
-// right behind it. The codec is given dst with its capacity cut to its length, so that no
+// right behind it. The decompressor is given dst with its capacity cut to its length, so that no
 // decoder can use the bytes past the slot as scratch (the Zstandard decoder does when it
 // may), and what it returns must be dst itself, whole.
-func decode(codec byte, src, dst []byte) error {
+func decode(compression byte, src, dst []byte) error {
 	slot := dst[:len(dst):len(dst)]
 	var out []byte
 	var err error
-	switch codec {
-	case codecRaw:
+	switch compression {
+	case compressionRaw:
 		if len(src) != len(dst) {
 			return fmt.Errorf("%w: raw sample of %d bytes recorded as %d bytes", ErrCorrupt, len(src), len(dst))
 		}
 		out = slot[:copy(slot, src)]
-	case codecLZ4:
+	case compressionLZ4:
 		// UncompressBlock bounds its writes by len(slot), never by its capacity.
 		var n int
 		n, err = lz4.UncompressBlock(src, slot)
 		if err == nil {
 			out = slot[:n]
 		}
-	case codecZstd:
+	case compressionZstd:
 		out, err = zstdDecode(src, slot)
 	default:
-		return fmt.Errorf("%w: unknown codec %d in the extension record", ErrCorrupt, codec)
+		return fmt.Errorf("%w: unknown compression %d in the extension record", ErrCorrupt, compression)
 	}
 	if err != nil || !isWhole(out, dst) {
 		return fmt.Errorf("%w: %s sample of %d bytes does not decode to %d bytes",
-			ErrCorrupt, codecName(codec), len(src), len(dst))
+			ErrCorrupt, compressionName(compression), len(src), len(dst))
 	}
 	return nil
 }
@@ -224,11 +224,11 @@ func isWhole(out, dst []byte) bool {
 	return len(out) == len(dst) && (len(out) == 0 || &out[0] == &dst[0])
 }
 
-func codecName(codec byte) string {
-	switch codec {
-	case codecLZ4:
+func compressionName(compression byte) string {
+	switch compression {
+	case compressionLZ4:
 		return "LZ4"
-	case codecZstd:
+	case compressionZstd:
 		return "Zstandard"
 	}
 	return "raw"

@@ -45,13 +45,13 @@ func baseLayout(t *testing.T, path string) [][]byte {
 func TestCompressedFileFollowsTheBaseFormat(t *testing.T) {
 	for _, tc := range []struct {
 		compression Compression
-		codec       byte
-	}{{CompressLZ4, codecLZ4}, {CompressZstd, codecZstd}} {
-		t.Run(tc.compression.String(), func(t *testing.T) { testCompressedFile(t, tc.compression, tc.codec) })
+		perSample   byte
+	}{{CompressLZ4, compressionLZ4}, {CompressZstd, compressionZstd}} {
+		t.Run(tc.compression.String(), func(t *testing.T) { testCompressedFile(t, tc.compression, tc.perSample) })
 	}
 }
 
-func testCompressedFile(t *testing.T, compression Compression, codec byte) {
+func testCompressedFile(t *testing.T, compression Compression, perSample byte) {
 	rng := rand.New(rand.NewPCG(11, 11))
 	samples := randomSamples(rng, 200, 40000)
 	// Small compressible samples too: Zstandard frames of a few hundred bytes or less
@@ -71,12 +71,12 @@ func testCompressedFile(t *testing.T, compression Compression, codec byte) {
 	raw, compressed := 0, 0
 	for i, s := range samples {
 		switch got := rec[extSizesAt+8*len(samples)+i]; {
-		case got == codecRaw && bytes.Equal(stored[i], s):
+		case got == compressionRaw && bytes.Equal(stored[i], s):
 			raw++
-		case got == codec && len(stored[i]) < len(s):
+		case got == perSample && len(stored[i]) < len(s):
 			compressed++
 		default:
-			t.Fatalf("sample %d: codec %d, stored %d bytes for %d", i, got, len(stored[i]), len(s))
+			t.Fatalf("sample %d: compression %d, stored %d bytes for %d", i, got, len(stored[i]), len(s))
 		}
 		if got := binary.LittleEndian.Uint64(rec[extSizesAt+8*i:]); got != uint64(len(s)) {
 			t.Fatalf("sample %d: recorded size %d, want %d", i, got, len(s))

@@ -37,7 +37,7 @@
 //	12          4      reserved, u32 = 0
 //	16          8      M, u64: the number of user samples, N − 1
 //	24          8·M    original size of each sample, u64
-//	24+8M       M      codec of each sample, u8: 0 raw, 1 LZ4 block, 2 Zstandard frame
+//	24+8M       M      compression of each sample, u8: 0 raw, 1 LZ4 block, 2 Zstandard frame
 //	24+9M       4      CRC-32/IEEE of bytes 0 … 24+9M of the record
 //
 // A reader treats the last sample as an extension record when it starts with the magic,
@@ -46,12 +46,12 @@
 // right length but a wrong CRC (or an unknown version) is a damaged record (ErrChecksum,
 // ErrCorrupt); any other last sample is ordinary user data. A raw sample's stored size
 // must equal its original size. A Zstandard frame that declares a content size must declare
-// the original size. Samples that the codec does not shrink, empty samples and samples over
-// 256 MiB are stored raw, so one file may mix raw samples with samples of its codec; a
-// writer uses one codec per file. Files written without compression never carry the
-// record and are byte for byte what the reference writes. Codec 2 came after version 1 of
-// the record was defined: a reader that predates it reports such samples as corrupt
-// (unknown codec) rather than misreading them.
+// the original size. Samples that the compression does not shrink, empty samples and
+// samples over 256 MiB are stored raw, so one file may mix raw samples with samples of its
+// compression; a writer uses one compression per file. Files written without compression
+// never carry the record and are byte for byte what the reference writes. Compression 2
+// came after version 1 of the record was defined: a reader that predates it reports such
+// samples as corrupt (unknown compression) rather than misreading them.
 //
 // # Ranged reads and what they check
 //

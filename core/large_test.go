@@ -130,7 +130,7 @@ func TestLargeSamplesAreSplit(t *testing.T) {
 
 // Original sizes in an extension record are 64-bit; their sum must not wrap.
 func TestExtensionSizesPastFourGiB(t *testing.T) {
-	c := &compressor{sizes: []uint64{5 * gib, math.MaxUint64 - gib}, codecs: []byte{codecRaw, codecRaw}}
+	c := &compressor{sizes: []uint64{5 * gib, math.MaxUint64 - gib}, compressions: []byte{compressionRaw, compressionRaw}}
 	path := tempPath(t, "x.ffr")
 	writeSamples(t, path, [][]byte{[]byte("a"), []byte("b"), c.record()}, WriterOptions{})
 	r := openReader(t, ReaderOptions{CheckData: true}, path)

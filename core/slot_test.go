@@ -34,7 +34,7 @@ func guardIntact(buf []byte) int {
 	return -1
 }
 
-// slotSizes are sample sizes at the boundaries of codecs' blocks and of pages.
+// slotSizes are sample sizes at the boundaries of the compressions' blocks and of pages.
 var slotSizes = []int{0, 1, 2, 7, 8, 9, 15, 16, 17, 255, 256, 257, 370, 4095, 4096, 4097, 65535, 65536, 65537, 131073}
 
 // slotContents makes samples of each size that compress well and that do not.
@@ -54,23 +54,23 @@ func slotContents(rng *rand.Rand) [][]byte {
 	return samples
 }
 
-// Every codec decodes into its slot and nowhere else: the guard after the slot, which
+// Every compression decodes into its slot and nowhere else: the guard after the slot, which
 // the slot's capacity reaches as a batch buffer's next sample would, stays untouched.
 func TestDecodeStaysInItsSlot(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
-	for _, codec := range []byte{codecLZ4, codecZstd} {
-		c := compressor{codec: codec}
+	for _, compression := range []byte{compressionLZ4, compressionZstd} {
+		c := compressor{compression: compression}
 		for _, sample := range slotContents(rng) {
 			stored := bytes.Clone(c.store(sample))
 			slot := guarded(len(sample))
-			if err := decode(c.codecs[len(c.codecs)-1], stored, slot); err != nil {
-				t.Fatalf("%s, %d bytes: %v", codecName(codec), len(sample), err)
+			if err := decode(c.compressions[len(c.compressions)-1], stored, slot); err != nil {
+				t.Fatalf("%s, %d bytes: %v", compressionName(compression), len(sample), err)
 			}
 			if !bytes.Equal(slot, sample) {
-				t.Fatalf("%s, %d bytes: decoded bytes differ", codecName(codec), len(sample))
+				t.Fatalf("%s, %d bytes: decoded bytes differ", compressionName(compression), len(sample))
 			}
 			if at := guardIntact(slot); at >= 0 {
-				t.Fatalf("%s, %d bytes: byte %d past the slot was written", codecName(codec), len(sample), at)
+				t.Fatalf("%s, %d bytes: byte %d past the slot was written", compressionName(compression), len(sample), at)
 			}
 		}
 	}

@@ -198,7 +198,7 @@ func (f *dataFile) storedProblem(i uint64, stored []byte, decoded *[]byte) error
 	if f.ext == nil {
 		return nil
 	}
-	if f.ext.codec(i) == codecRaw {
+	if f.ext.sampleCompression(i) == compressionRaw {
 		return f.rawSizeMismatch(i, uint64(len(stored)))
 	}
 	size := f.ext.originalSize(i)
@@ -209,7 +209,7 @@ func (f *dataFile) storedProblem(i uint64, stored []byte, decoded *[]byte) error
 	if uint64(cap(*decoded)) < size {
 		*decoded = make([]byte, size)
 	}
-	if err := decode(f.ext.codec(i), stored, (*decoded)[:size]); err != nil {
+	if err := decode(f.ext.sampleCompression(i), stored, (*decoded)[:size]); err != nil {
 		return &fileError{path: f.path, index: int64(i), err: err}
 	}
 	return nil
@@ -218,7 +218,7 @@ func (f *dataFile) storedProblem(i uint64, stored []byte, decoded *[]byte) error
 // verifyLarge checks a sample larger than the read window, which it reads through; why is
 // what is wrong with it, err a failure to read it.
 func (f *dataFile) verifyLarge(i, off, end uint64, window []byte) (why, err error) {
-	if f.ext != nil && f.ext.codec(i) != codecRaw {
+	if f.ext != nil && f.ext.sampleCompression(i) != compressionRaw {
 		stored := make([]byte, end-off)
 		if err := preadFull(f, stored, off); err != nil {
 			return nil, err

@@ -38,7 +38,7 @@ type WriterOptions struct {
 
 // Writer writes one FFRecord file. Samples stream to a temporary file beside the final
 // path; only their offsets and checksums (12 bytes each, 21 with LZ4: original size and
-// codec too) and two 4 MiB write buffers stay in memory. The final path
+// compression too) and two 4 MiB write buffers stay in memory. The final path
 // appears, complete, only when Close succeeds. A Writer is safe for concurrent use:
 // samples are stored in the order the calls happen, a batch's together.
 type Writer struct {
@@ -80,9 +80,9 @@ func Create(path string, n uint64, opts WriterOptions) (*Writer, error) {
 	w := &Writer{path: path, n: n, buf: make([]byte, 0, writeBuffer), spare: make([]byte, 0, writeBuffer)}
 	switch opts.Compression {
 	case CompressLZ4:
-		w.comp = &compressor{codec: codecLZ4}
+		w.comp = &compressor{compression: compressionLZ4}
 	case CompressZstd:
-		w.comp = &compressor{codec: codecZstd}
+		w.comp = &compressor{compression: compressionZstd}
 	}
 	if n != UnknownCount {
 		stored := n
