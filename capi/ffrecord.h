@@ -179,9 +179,9 @@ int32_t ffr_reader_open(const char *const *paths, uint64_t npaths, uint32_t flag
 /* ffr_reader_open for a process handed the identities of files that another one vouches
  * for (ffr_reader_verified there: their metadata checked), such as a data loader worker:
  * with FFR_CHECK_DATA, a file whose identity (device, inode, size, modification and change
- * times) is still one of ids is not checked again; any change to a file gives it another identity, and the full
- * check. ids holds nids words, 5 per identity (FFR_E_INVALID when nids is not a multiple
- * of 5); it may be NULL when nids is 0. */
+ * times) is still one of ids is not checked again; any change to a file gives it another
+ * identity, and the full check. ids holds nids words, 5 per identity (FFR_E_INVALID when
+ * nids is not a multiple of 5); it may be NULL when nids is 0. */
 int32_t ffr_reader_open_verified(const char *const *paths, uint64_t npaths, uint32_t flags,
                                  const uint64_t *ids, uint64_t nids, int64_t *handle);
 
