@@ -107,6 +107,22 @@ def test_file_urls_name_the_same_file_for_writers_and_readers(tmp_path, name):
             FileWriter(elsewhere, 1)
 
 
+def test_the_core_reads_paths_and_judges_options_for_python():
+    """``_remote`` asks the core (``ffr_locate``, ``ffr_check_options``): its answers are the
+    core's, and a bad option is named without its value."""
+    from ffrecord import _remote
+
+    assert [_remote.is_url(p) for p in ("S3://b/k", "https://h/a", "s3:/b", "file:///a", "a")] == [
+        True, True, False, False, False]
+    assert _remote.local_path("file://localhost/a%3Fb#c") == "/a?b"
+    for bad, named in (({"endpoint": "x", "regoin": "y"}, "['endpoint' 'regoin']"),
+                       ({"env": {"AWS_REGION": "x"}}, "['env']"),
+                       ({"timeout": "hunter2-secret"}, "storage option timeout")):
+        with pytest.raises(ValueError) as caught:
+            _remote.encode_options(bad)
+        assert named.replace("'", '"') in str(caught.value) and "hunter2" not in str(caught.value)
+
+
 def test_bad_s3_urls_are_value_errors(bucket):
     _, name, opts = bucket
     for url in (f"s3://{name}/" + "k" * 1025, "s3:///key.ffr", "s3://b?x/k.ffr", "s3://user@b/k.ffr"):
