@@ -363,12 +363,14 @@ int32_t ffr_remove(const char *url, const char *options);
 int32_t ffr_check_url(const char *url);
 
 /* What path names, as every call taking a path reads it (no request is made): *kind
- * receives FFR_PATH_REMOTE for an s3://, http:// or https:// URL (copied to buf unchanged
- * and unchecked: ffr_check_url checks it) and FFR_PATH_LOCAL for anything else; buf then
- * receives the path to open: a file:// URL's local path (FFR_E_INVALID when it names
- * another host), any other path unchanged. Buffer protocol as for ffr_fetch_text. */
-#define FFR_PATH_LOCAL  0
-#define FFR_PATH_REMOTE 1
+ * receives FFR_PATH_S3 for an s3:// URL, FFR_PATH_HTTP for an http:// or https:// one (the
+ * URL copied to buf unchanged and unchecked: ffr_check_url checks it), and FFR_PATH_LOCAL
+ * for anything else, buf then receiving the path to open: a file:// URL's local path
+ * (FFR_E_INVALID when it names another host), any other path unchanged. Buffer protocol as
+ * for ffr_fetch_text. */
+#define FFR_PATH_LOCAL 0
+#define FFR_PATH_S3    1 /* read and written */
+#define FFR_PATH_HTTP  2 /* read only        */
 int32_t ffr_locate(const char *path, uint32_t *kind, char *buf, size_t len, size_t *needed);
 
 /* FFR_OK when options (a JSON object, as ffr_reader_open_options takes it) holds only

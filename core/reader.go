@@ -86,8 +86,8 @@ func expandPaths(paths []string, opts remote.Options) ([]string, error) {
 		if err := checkPath(p); err != nil {
 			return nil, err
 		}
-		local, isRemote, err := remote.Locate(p)
-		if isRemote {
+		local, kind, err := remote.Locate(p)
+		if kind != remote.KindLocal {
 			urls, err := expandURL(p, opts)
 			if err != nil {
 				return nil, err

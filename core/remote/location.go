@@ -13,17 +13,21 @@ var schemes = []string{"s3://", "http://", "https://"}
 // IsURL reports whether path names a remote object (s3://, http://, https://).
 func IsURL(path string) bool {
 	for _, s := range schemes {
-		if len(path) >= len(s) && strings.EqualFold(path[:len(s)], s) {
+		if hasScheme(path, s) {
 			return true
 		}
 	}
 	return false
 }
 
+// hasScheme reports whether path starts with scheme (such as "s3://"), in any case.
+func hasScheme(path, scheme string) bool {
+	return len(path) >= len(scheme) && strings.EqualFold(path[:len(scheme)], scheme)
+}
+
 // LocalPath returns the local path of a file:// URL, and ok false for anything else.
 func LocalPath(path string) (local string, ok bool, err error) {
-	const prefix = "file://"
-	if len(path) < len(prefix) || !strings.EqualFold(path[:len(prefix)], prefix) {
+	if !hasScheme(path, "file://") {
 		return "", false, nil
 	}
 	u, err := url.Parse(path)
@@ -37,17 +41,29 @@ func LocalPath(path string) (local string, ok bool, err error) {
 	return u.Path, true, nil
 }
 
-// Locate says where path leads, without a request: isRemote for an s3://, http:// or
-// https:// URL (returned as it is, unchecked: CheckURL checks it); otherwise local is the
-// path to open, a file:// URL's local path or any other path unchanged.
-func Locate(path string) (local string, isRemote bool, err error) {
-	if IsURL(path) {
-		return path, true, nil
+// PathKind is what a path names.
+type PathKind int
+
+const (
+	KindLocal PathKind = iota // a local file or directory (perhaps as a file:// URL)
+	KindS3                    // an object or prefix behind s3://
+	KindHTTP                  // an object behind http:// or https:// (read only)
+)
+
+// Locate says where path leads, without a request: for an s3://, http:// or https:// URL
+// its kind (the URL returned as it is, unchecked: CheckURL checks it); otherwise KindLocal
+// and the path to open, a file:// URL's local path or any other path unchanged.
+func Locate(path string) (local string, kind PathKind, err error) {
+	switch {
+	case hasScheme(path, s3Scheme):
+		return path, KindS3, nil
+	case IsURL(path):
+		return path, KindHTTP, nil
 	}
 	if p, ok, err := LocalPath(path); ok {
-		return p, false, err
+		return p, KindLocal, err
 	}
-	return path, false, nil
+	return path, KindLocal, nil
 }
 
 // location is where an object lives: an S3 bucket and key, or a plain HTTP(S) URL.
@@ -76,7 +92,7 @@ func CheckURL(raw string) error {
 
 // parseLocation reads a URL as a location; an S3 location's url is left to the client.
 func parseLocation(raw string) (*location, error) {
-	if len(raw) >= len(s3Scheme) && strings.EqualFold(raw[:len(s3Scheme)], s3Scheme) {
+	if hasScheme(raw, s3Scheme) {
 		bucket, key, err := splitS3(raw)
 		if err != nil {
 			return nil, err
@@ -117,7 +133,7 @@ const (
 // with every path); an empty key names the bucket's top level. A bucket is letters, digits,
 // ".", "-" and "_".
 func splitS3(raw string) (bucket, key string, err error) {
-	if len(raw) < len(s3Scheme) || !strings.EqualFold(raw[:len(s3Scheme)], s3Scheme) {
+	if !hasScheme(raw, s3Scheme) {
 		return "", "", fmt.Errorf("%w: %q is not an s3:// URL", ErrBadURL, raw)
 	}
 	bucket, key, _ = strings.Cut(raw[len(s3Scheme):], "/")

@@ -73,18 +73,19 @@ func signedAsSent(t *testing.T, endpoint string, r *http.Request) string {
 func TestLocate(t *testing.T) {
 	for _, c := range []struct {
 		path, local string
-		isRemote    bool
+		kind        PathKind
 	}{
-		{"S3://bucket/a.ffr", "S3://bucket/a.ffr", true},
-		{"https://host/a?b.ffr", "https://host/a?b.ffr", true},
-		{"s3:/bucket", "s3:/bucket", false}, // not a URL: a relative path
-		{"file:///data/a%20b.ffr", "/data/a b.ffr", false},
-		{"FILE://localhost/x%3Fy", "/x?y", false},
-		{"data/a.ffr", "data/a.ffr", false},
+		{"S3://bucket/a.ffr", "S3://bucket/a.ffr", KindS3},
+		{"https://host/a?b.ffr", "https://host/a?b.ffr", KindHTTP},
+		{"Http://host/a", "Http://host/a", KindHTTP},
+		{"s3:/bucket", "s3:/bucket", KindLocal}, // not a URL: a relative path
+		{"file:///data/a%20b.ffr", "/data/a b.ffr", KindLocal},
+		{"FILE://localhost/x%3Fy", "/x?y", KindLocal},
+		{"data/a.ffr", "data/a.ffr", KindLocal},
 	} {
-		local, isRemote, err := Locate(c.path)
-		if err != nil || local != c.local || isRemote != c.isRemote {
-			t.Errorf("Locate(%q) = %q, %v, %v; want %q, %v", c.path, local, isRemote, err, c.local, c.isRemote)
+		local, kind, err := Locate(c.path)
+		if err != nil || local != c.local || kind != c.kind {
+			t.Errorf("Locate(%q) = %q, %v, %v; want %q, %v", c.path, local, kind, err, c.local, c.kind)
 		}
 	}
 	_, _, err := Locate("file://user:hunter2@host/x.ffr")

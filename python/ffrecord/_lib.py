@@ -57,7 +57,8 @@ METADATA_INTACT = 0
 METADATA_LEGACY = 1
 METADATA_DAMAGED = 2
 PATH_LOCAL = 0
-PATH_REMOTE = 1
+PATH_S3 = 1
+PATH_HTTP = 2
 #: ffr_reader_stats's counters, in order (FFR_STAT_*).
 STAT_NAMES = ("requests", "bytes_fetched", "retries", "cache_hits", "cache_misses",
               "evictions", "bypassed", "prefetched")

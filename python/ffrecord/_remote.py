@@ -28,12 +28,13 @@ _UPLOADS = 4  # files uploaded at once (each upload is itself parallel for a lar
 _ENV_PREFIXES = ("AWS_", "FFRECORD_CACHE_DIR", "FFRECORD_CACHE_LIMIT", "FFRECORD_REMOTE_")
 
 
-def _locate(text: str) -> tuple[bool, str]:
-    """The core's reading of a path: whether it names a remote object, and the path to
-    open (a ``file://`` URL's local path; anything else as it is)."""
+def _locate(text: str) -> tuple[int, str]:
+    """The core's reading of a path: what it names (``_lib.PATH_LOCAL``, ``PATH_S3`` or
+    ``PATH_HTTP``), and the path to open (a ``file://`` URL's local path; anything else as
+    it is)."""
     kind = ctypes.c_uint32()
     local = _lib.copy_text(_lib.current().dll.ffr_locate, _paths.encode(text), ctypes.byref(kind))
-    return kind.value == _lib.PATH_REMOTE, os.fsdecode(local)
+    return kind.value, os.fsdecode(local)
 
 
 def is_url(path: Any) -> bool:
@@ -41,7 +42,7 @@ def is_url(path: Any) -> bool:
     core reads paths."""
     if isinstance(path, bytes):
         path = os.fsdecode(path)
-    return isinstance(path, str) and _locate(path)[0]
+    return isinstance(path, str) and _locate(path)[0] != _lib.PATH_LOCAL
 
 
 def local_path(path: Any) -> Any:
@@ -54,8 +55,8 @@ def local_path(path: Any) -> Any:
     if not isinstance(path, (str, bytes, os.PathLike)):
         return path
     text = os.fsdecode(path)
-    is_remote, local = _locate(text)
-    return path if is_remote or local == text else local
+    kind, local = _locate(text)
+    return path if kind != _lib.PATH_LOCAL or local == text else local
 
 
 def check_url(url: str) -> None:
@@ -70,7 +71,7 @@ def check_url(url: str) -> None:
 def check_writable(url: str) -> None:
     """``ValueError`` unless ``url`` is a place objects can be written (``s3://``)."""
     check_url(url)
-    if not url[:5].lower() == "s3://":
+    if _locate(url)[0] != _lib.PATH_S3:
         raise ValueError(f"{url}: only s3:// URLs can be written (HTTP is read only)")
 
 

@@ -17,14 +17,11 @@ func Locate(path, kind, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer)
 	if err := outPointer(fn, "kind", kind); err != nil {
 		return fail(err)
 	}
-	local, isRemote, err := remote.Locate(cString(path))
+	local, pathKind, err := remote.Locate(cString(path))
 	if err != nil {
 		return fail(err)
 	}
-	*(*uint32)(kind) = PathLocal
-	if isRemote {
-		*(*uint32)(kind) = PathRemote
-	}
+	*(*uint32)(kind) = uint32(pathKind)
 	return copyOutText(fn, local, buf, size, needed)
 }
 

@@ -49,8 +49,9 @@ const (
 
 // What ffr_locate says a path names.
 const (
-	PathLocal  uint32 = 0
-	PathRemote uint32 = 1
+	PathLocal = uint32(remote.KindLocal)
+	PathS3    = uint32(remote.KindS3)
+	PathHTTP  = uint32(remote.KindHTTP)
 )
 
 const (

@@ -52,7 +52,8 @@ func TestHeaderConstants(t *testing.T) {
 		"FFR_METADATA_LEGACY":   int64(MetadataLegacy),
 		"FFR_METADATA_DAMAGED":  int64(MetadataDamaged),
 		"FFR_PATH_LOCAL":        int64(PathLocal),
-		"FFR_PATH_REMOTE":       int64(PathRemote),
+		"FFR_PATH_S3":           int64(PathS3),
+		"FFR_PATH_HTTP":         int64(PathHTTP),
 
 		"FFR_STAT_REQUESTS":   StatRequests,
 		"FFR_STAT_BYTES":      StatBytes,
