@@ -262,9 +262,9 @@ func splitByBytes(items []batchItem, n int, total uint64) [][]batchItem {
 }
 
 // The first cache lines of the samples a few places ahead in a batch are loaded into the
-// CPU's caches while the current one is copied: a warm batch of small random samples is bound by memory latency (cache and TLB
-// misses), not bandwidth, and this keeps several misses in flight (measured: 87 → 62 µs
-// of CPU per 256 × 1 KiB batch with checks). Only the start of each sample is asked for;
+// CPU's caches while the current one is copied: a warm batch of small random samples is
+// bound by memory latency (cache and TLB misses), not bandwidth, and this keeps several
+// misses in flight (measured: 87 → 62 µs of CPU per 256 × 1 KiB batch with checks). Only the start of each sample is asked for;
 // the hardware prefetcher follows a stream once it has begun.
 const (
 	cacheLinesAhead = 4
