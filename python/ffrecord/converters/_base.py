@@ -1,6 +1,6 @@
 """What every converter shares: the ``Source`` interface, the error naming a source file and
-record, and ``run``, which writes a source's units as the shards of a new dataset in
-parallel processes, with a progress bar, resumably.
+record, and ``run``, which writes a source's units as the shards of a new dataset through
+the conversion runner (``_runner``: parallel processes, a progress bar, resumable).
 
 A conversion is staged in a hidden directory beside the destination, ``.NAME.converting``:
 one complete shard per finished unit, and ``convert.json`` saying what is being converted.
@@ -13,12 +13,8 @@ from __future__ import annotations
 
 import io
 import json
-import multiprocessing as mp
 import os
-import shutil
 from collections.abc import Iterator, Mapping
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,8 +23,8 @@ from .._progress import ProgressBar
 from ..dataset.errors import CodecError, CorruptDatasetError, IncompleteDatasetError
 from ..dataset.spec import COMPRESSIONS, SPEC_FILE, parse_spec
 from ..dataset.writer import DatasetWriter, shard_name
+from ._runner import Staging, check_cancelled, run_tasks
 
-MANIFEST = "convert.json"
 _NOT_COMPRESSED = ("int", "float")  # 8 bytes each: nothing to gain
 
 
@@ -137,35 +133,22 @@ def run(source: Source, destination: Any, *, workers: int | None = None, progres
     units = source.units()
     if not units:
         raise IncompleteDatasetError(f"{source.path}: holds no data to convert")
-    staging = staging_directory(destination)
+    staging = Staging(staging_directory(destination))
     origin = str(getattr(source, "url", None) or source.path)  # a downloaded copy moves
-    _start_or_resume(staging, {"kind": source.kind, "source": origin, "spec": spec,
-                               "units": [os.path.relpath(str(unit), source.path) for unit in units]})
-    todo = [k for k in range(len(units)) if not (staging / shard_name(k) / SPEC_FILE).is_file()]
-    for k in todo:  # a unit interrupted part-way starts again
-        shutil.rmtree(staging / shard_name(k), ignore_errors=True)
+    staging.resume({"kind": source.kind, "source": origin, "spec": spec,
+                    "units": [os.path.relpath(str(unit), source.path) for unit in units]})
+    names = [shard_name(k) for k in range(len(units))]
+    done = [k for k, name in enumerate(names) if staging.complete(name)]
+    staging.keep_only(names[k] for k in done)  # a unit interrupted part-way starts again
     counts = [source.count(unit) for unit in units]
     total = sum(counts) if None not in counts else None
-    done = sum(_shard_length(staging / shard_name(k)) for k in range(len(units)) if k not in todo)
-    job = _Job(source, spec, staging)
     with ProgressBar(total, progress, f"convert {source.kind}", "datapoint") as bar:
-        bar.update(done)
-        tasks = [(k, units[k], counts[k]) for k in todo]
-        workers = min(len(tasks), workers or os.cpu_count() or 1)
-        if workers <= 1:
-            for task in tasks:
-                job.write(*task, bar.update)
-        else:
-            _run_parallel(job, tasks, workers, bar)
-    length = sum(_shard_length(staging / shard_name(k)) for k in range(len(units)))
-    (staging / MANIFEST).unlink()
-    if destination.exists():
-        destination.rmdir()
-    if len(units) == 1:
-        os.rename(staging / shard_name(0), destination)
-        staging.rmdir()
-    else:
-        os.rename(staging, destination)
+        bar.update(sum(_shard_length(staging.path / names[k]) for k in done))
+        tasks = [(staging.path / names[k], units[k], counts[k]) for k in range(len(units))
+                 if k not in done]
+        run_tasks(_Job(source, spec), tasks, workers or os.cpu_count() or 1, bar)
+    length = sum(_shard_length(staging.path / name) for name in names)
+    staging.publish(destination, names[0] if len(units) == 1 else None)
     return length
 
 
@@ -175,19 +158,6 @@ def staging_directory(destination: Any) -> Path:
     return destination.parent / f".{destination.name}.converting"
 
 
-def _start_or_resume(staging: Path, plan: dict[str, Any]) -> None:
-    manifest = staging / MANIFEST
-    if manifest.is_file():
-        if json.loads(manifest.read_text()) != plan:
-            raise FileExistsError(f"{staging} holds an unfinished conversion of something else "
-                                  f"(see its {MANIFEST}): remove it, or convert to another place")
-        return
-    staging.mkdir(parents=True, exist_ok=True)
-    tmp = staging / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(plan, indent=1))
-    os.replace(tmp, manifest)
-
-
 def _shard_length(shard: Path) -> int:
     return json.loads((shard / SPEC_FILE).read_text())["length"]
 
@@ -195,14 +165,17 @@ def _shard_length(shard: Path) -> int:
 class _Job:
     """Writes one unit of a source into its shard of the staging directory."""
 
-    def __init__(self, source: Source, spec: Mapping[str, str], staging: Path) -> None:
-        self.source, self.spec, self.staging = source, dict(spec), staging
+    def __init__(self, source: Source, spec: Mapping[str, str]) -> None:
+        self.source, self.spec = source, dict(spec)
 
-    def write(self, number: int, unit: Any, count: int | None, advance: Callable[[int], Any],
-              cancelled: Callable[[], bool] = lambda: False) -> int:
+    def __repr__(self) -> str:
+        return f"_Job({self.source!r})"
+
+    def write(self, shard: Path, unit: Any, count: int | None, advance: Callable[[int], Any],
+              cancelled: Callable[[], bool]) -> int:
         source = self.source
-        with DatasetWriter(self.staging / shard_name(number), self.spec, source.encoders,
-                           length=count, metadata=source.metadata) as writer:
+        with DatasetWriter(shard, self.spec, source.encoders, length=count,
+                           metadata=source.metadata) as writer:
             for record, datapoint in source.read(unit):
                 if len(writer) == count:
                     raise source_error(unit, record, f"one record more than the {count} its index says")
@@ -211,54 +184,7 @@ class _Job:
                 except CodecError as exc:
                     raise source_error(unit, record, f"field {exc.field!r}: {exc}") from exc
                 advance(1)
-                if len(writer) % 64 == 0 and cancelled():
-                    raise _Cancelled()
+                check_cancelled(len(writer), cancelled)
             if count is not None and len(writer) != count:
                 raise source_error(unit, None, f"holds {len(writer)} records where its index says {count}")
             return len(writer)
-
-
-class _Cancelled(Exception):
-    """Raised inside a worker told to stop because another unit failed."""
-
-
-_worker: dict[str, Any] = {}
-
-
-def _init_worker(job: _Job, cancel: Any, queue: Any) -> None:
-    _worker.update(job=job, cancel=cancel, queue=queue)
-
-
-def _write_in_worker(number: int, unit: Any, count: int | None) -> int:
-    from ..utils import _Reporter
-
-    reporter = _Reporter(_worker["queue"])
-    try:
-        return _worker["job"].write(number, unit, count, reporter.add, _worker["cancel"].is_set)
-    finally:
-        reporter.flush()
-
-
-def _run_parallel(job: _Job, tasks: list[tuple[int, Any, int | None]], workers: int,
-                  bar: ProgressBar) -> None:
-    from ..utils import _drain, _raise_first_error
-
-    # fork: the source need not pickle, and the library reloads itself in forked children.
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    cancel, queue = ctx.Event(), ctx.Queue()
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
-                             initargs=(job, cancel, queue)) as pool:
-        pending = {pool.submit(_write_in_worker, *task) for task in tasks}
-        try:
-            while pending:
-                done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-                _drain(queue, bar)
-                _raise_first_error(done)
-            _drain(queue, bar)
-        except BrokenProcessPool as exc:  # a worker killed (e.g. out of memory): no data is at fault
-            raise OSError(f"a conversion worker process died ({exc}): run again to continue") from exc
-        except BaseException:
-            cancel.set()
-            for future in pending:
-                future.cancel()
-            raise
