@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .._progress import ProgressBar
-from ..dataset.spec import SPEC_FILE
+from ..dataset.spec import SPEC_FILE, sync_directory
 
 #: What a conversion in progress is converting, in its staging directory.
 MANIFEST = "convert.json"
@@ -109,16 +109,19 @@ class Staging:
 
     def publish(self, destination: Any, only: str | None = None) -> None:
         """Moves the staged outputs to ``destination`` (absent, or an empty directory): the
-        whole directory, or with ``only`` that one output of it."""
+        whole directory, or with ``only`` that one output of it; synced, so that after a
+        crash the destination is either absent or complete."""
         destination = Path(os.fsdecode(destination))
-        (self.path / MANIFEST).unlink()
+        (self.path / MANIFEST).unlink(missing_ok=True)
+        sync_directory(self.path)
         if destination.is_dir():
-            destination.rmdir()
+            destination.rmdir()  # empty (checked at the start); fails if something came since
         if only is None:
             os.rename(self.path, destination)
         else:
             os.rename(self.path / only, destination)
             self.path.rmdir()
+        sync_directory(destination.parent)
 
     def discard(self) -> None:
         """Removes the staging directory and all it holds."""
