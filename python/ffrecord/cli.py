@@ -268,10 +268,10 @@ def _info(args: argparse.Namespace) -> int:
 def _summarize_dataset(path: str) -> Dict:
     """A structured dataset (``ffrecord.dataset``): its fields, counts and bytes per field."""
     from .dataset import dataset_kind, open_dataset
-    from .dataset.display import field_sizes, size_stats
+    from .dataset.display import field_sizes, size_stats, stored_decoders
 
     kind = dataset_kind(path)
-    decoders = dict.fromkeys(_dataset_types(path, kind), bytes)
+    decoders = stored_decoders(_dataset_types(path, kind))
     with warnings.catch_warnings(), open_dataset(path, decoders=decoders) as dataset:
         warnings.simplefilter("ignore")  # e.g. a legacy file: `ffrecord verify` reports it
         shards = dataset.members if kind == "sharded" else [dataset]
@@ -507,11 +507,11 @@ def _cat(args: argparse.Namespace) -> int:
 def _cat_dataset(args: argparse.Namespace, kind: str, out: Any) -> None:
     """Datapoints as lines of JSON, or one field's bytes (``--field``)."""
     from .dataset import open_dataset
-    from .dataset.display import display_decoders, format_datapoint
+    from .dataset.display import display_decoders, format_datapoint, stored_decoders
 
     types = _dataset_types(args.file, kind)
     raw = args.field is not None
-    decoders = dict.fromkeys(types, bytes) if raw else display_decoders(types)
+    decoders = stored_decoders(types) if raw else display_decoders(types)
     with open_dataset(args.file, decoders=decoders) as dataset:
         if raw and args.field not in dataset.spec:
             raise _UsageError(f"{args.file}: no field {args.field!r} (fields: "

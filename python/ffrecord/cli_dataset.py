@@ -80,12 +80,12 @@ def add_show_and_view(command: Callable[[str, Callable, str], argparse.ArgumentP
 def _show(args: argparse.Namespace) -> int:
     from .cli import _parse_indices, _UsageError
     from .dataset import open_dataset
-    from .dataset.display import as_text, raw_decoders, summarize
+    from .dataset.display import as_text, display_decoders, spec_types, summarize
     from .dataset.spec import parse_spec
 
     with open_dataset(args.dataset) as probe:
         spec = probe.spec
-    with open_dataset(args.dataset, decoders=raw_decoders(spec)) as dataset:
+    with open_dataset(args.dataset, decoders=display_decoders(spec_types(spec))) as dataset:
         texts = args.indices or ["0"]
         indices = [i for text in texts for i in _parse_indices(text, len(dataset))]
         if args.field is not None and args.field not in spec:
