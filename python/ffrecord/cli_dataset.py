@@ -22,7 +22,8 @@ def add_converters(kinds: Any, epilog: str) -> None:
              "webdataset": "WebDataset .tar shards (a file or a directory)",
              "parquet": "Parquet files (a file or a directory)",
              "hf": "a Hugging Face dataset saved with save_to_disk",
-             "arrayrecord": "ArrayRecord files (a file or a directory)"}
+             "arrayrecord": "ArrayRecord files (a file or a directory)",
+             "granular": "a Granular dataset directory, plain or sharded"}
     for kind in KINDS:
         sub = kinds.add_parser(
             kind, help=helps[kind] + ", into a structured dataset", epilog=epilog,
@@ -35,7 +36,8 @@ def add_converters(kinds: Any, epilog: str) -> None:
         sub.add_argument("-j", "--workers", type=int, default=None, metavar="N",
                          help="processes converting in parallel (default: CPU count)")
         sub.add_argument("--compression", choices=("none", "lz4", "zstd"), default="none")
-        sub.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+        sub.add_argument("--progress", "-v", "--verbose", dest="progress",
+                         action=argparse.BooleanOptionalAction, default=None,
                          help="progress bar on stderr (default: when stderr is a terminal)")
 
 

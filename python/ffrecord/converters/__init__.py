@@ -12,6 +12,7 @@ kind            source
 ``parquet``     a Parquet file or a directory of them
 ``hf``          a Hugging Face ``datasets.Dataset`` saved with ``save_to_disk``
 ``arrayrecord`` ArrayRecord files: each record becomes a ``record`` field of bytes
+``granular``    a Granular dataset, plain or sharded (sharded the same way)
 =============== ======================================================================
 
 Each source is read in *units* (its shard files, row groups, chunks of images) converted in
@@ -58,6 +59,7 @@ KINDS = {
     "parquet": ("arrow", "ParquetSource"),
     "hf": ("arrow", "HuggingFaceSource"),
     "arrayrecord": ("arrayrecord", "ArrayRecordSource"),
+    "granular": ("granular", "GranularSource"),
 }
 
 

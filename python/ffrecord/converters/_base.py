@@ -103,6 +103,10 @@ class Source:
         """The units, in dataset order; each is picklable and describes itself in ``str``."""
         raise NotImplementedError
 
+    def plain(self, units: list[Any]) -> bool:
+        """Whether ``units`` make a plain dataset rather than a sharded one: one unit does."""
+        return len(units) == 1
+
     def count(self, unit: Any) -> int | None:
         """The unit's datapoints, when known without reading it (for the bar and the writer)."""
         return None
@@ -120,8 +124,8 @@ class Source:
 
 def run(source: Source, destination: Any, *, workers: int | None = None, progress: bool = False,
         compression: str | None = None) -> int:
-    """Converts ``source`` into a new dataset at ``destination`` (a plain dataset for one
-    unit, a sharded one otherwise); returns the number of datapoints. See the module."""
+    """Converts ``source`` into a new dataset at ``destination`` (plain or sharded, as
+    ``source.plain`` says); returns the number of datapoints. See the module."""
     if compression is not None and compression not in COMPRESSIONS:
         raise ValueError(f"compression must be None or one of {COMPRESSIONS}, got {compression!r}")
     destination = Path(os.fsdecode(destination)).absolute()
@@ -148,7 +152,7 @@ def run(source: Source, destination: Any, *, workers: int | None = None, progres
                  if k not in done]
         run_tasks(_Job(source, spec), tasks, workers or os.cpu_count() or 1, bar)
     length = sum(_shard_length(staging.path / name) for name in names)
-    staging.publish(destination, names[0] if len(units) == 1 else None)
+    staging.publish(destination, names[0] if source.plain(units) else None)
     return length
 
 
