@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import _extras
+from .._paths import PathArg
 from .._progress import ProgressBar
 from ..dataset.errors import CodecError, CorruptDatasetError, IncompleteDatasetError
 from ..dataset.spec import COMPRESSIONS, SPEC_FILE, parse_spec
@@ -45,7 +46,7 @@ def require(module: str, package: str) -> Any:
     return _extras.require(module, "convert", "this converter", package)
 
 
-def files_of(path: Any, pattern: str) -> tuple[Path, list[Path]]:
+def files_of(path: PathArg, pattern: str) -> tuple[Path, list[Path]]:
     """``path`` and the files it stands for: itself, or a directory's files matching
     ``pattern``, in name order."""
     path = Path(os.fsdecode(path))
@@ -54,7 +55,7 @@ def files_of(path: Any, pattern: str) -> tuple[Path, list[Path]]:
     return path, sorted(path.glob(pattern)) if path.is_dir() else [path]
 
 
-def read_index(path: Any, name: str, what: str) -> tuple[Path, dict[str, Any]]:
+def read_index(path: PathArg, name: str, what: str) -> tuple[Path, dict[str, Any]]:
     """The directory ``path`` and its JSON index file ``name`` (``what`` says what a missing
     one means), parsed."""
     path = Path(os.fsdecode(path))
@@ -122,7 +123,7 @@ class Source:
         return f"{type(self).__name__}({getattr(self, 'path', '?')!s})"
 
 
-def run(source: Source, destination: Any, *, workers: int | None = None, progress: bool = False,
+def run(source: Source, destination: PathArg, *, workers: int | None = None, progress: bool = False,
         compression: str | None = None) -> int:
     """Converts ``source`` into a new dataset at ``destination`` (plain or sharded, as
     ``source.plain`` says); returns the number of datapoints. See the module."""
@@ -156,7 +157,7 @@ def run(source: Source, destination: Any, *, workers: int | None = None, progres
     return length
 
 
-def staging_directory(destination: Any) -> Path:
+def staging_directory(destination: PathArg) -> Path:
     """Where a conversion to ``destination`` is staged until it is complete."""
     destination = Path(os.fsdecode(destination)).absolute()
     return destination.parent / f".{destination.name}.converting"

@@ -38,6 +38,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable
 
+from .._paths import PathArg
 from .._progress import ProgressBar
 from ..dataset.spec import SPEC_FILE, sync_directory
 
@@ -65,7 +66,7 @@ class Staging:
     outputs and writes the rest; ``publish`` moves the result to its destination in one
     rename, so that a dataset appears there only complete."""
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: PathArg) -> None:
         self.path = Path(os.fsdecode(path))
 
     def __repr__(self) -> str:
@@ -107,7 +108,7 @@ class Staging:
             if entry.name not in keep:
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
 
-    def publish(self, destination: Any, only: str | None = None) -> None:
+    def publish(self, destination: PathArg, only: str | None = None) -> None:
         """Moves the staged outputs to ``destination`` (absent, or an empty directory): the
         whole directory, or with ``only`` that one output of it; synced, so that after a
         crash the destination is either absent or complete."""

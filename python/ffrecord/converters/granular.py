@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .._paths import PathArg
 from ..dataset.errors import IncompleteDatasetError
 from ._base import Source, require, source_error
 
@@ -37,7 +38,7 @@ class GranularSource(Source):
 
     kind = "granular"
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: PathArg) -> None:
         self.path = Path(os.fsdecode(path))
         self.sharded = not (self.path / _SPEC).is_file()
         self.shards = sorted((p for p in self.path.iterdir() if p.is_dir() and p.name.isdigit()),

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .._paths import PathArg
 from ._base import Source, check_image, raw, read_index, require, source_error
 
 _TYPES = {"int": "int", "float": "float", "str": "utf8", "bytes": "bytes", "jpeg": "jpg",
@@ -54,7 +55,7 @@ class LitDataSource(Source):
 
     kind = "litdata"
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: PathArg) -> None:
         require("litdata", "litdata")
         self.path, document = read_index(path, "index.json", "not a LitData optimized dataset")
         index = self.path / "index.json"

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .. import _remote
+from .._paths import PathArg
 from ._base import Source, check_image, raw, read_index, require, source_error
 
 _TYPES = {"int": "int", "str_int": "int", "str": "utf8", "str_decimal": "utf8", "bytes": "bytes",
@@ -51,7 +52,7 @@ class MDSSource(Source):
 
     kind = "mds"
 
-    def __init__(self, path: Any, storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(self, path: PathArg, storage_options: dict[str, Any] | None = None) -> None:
         require("streaming", "mosaicml-streaming")
         self.url = None
         if _remote.is_url(os.fsdecode(path)):

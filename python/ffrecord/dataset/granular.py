@@ -5,10 +5,10 @@ format and how its types map to ours), under the name this module has always off
 
 from __future__ import annotations
 
-from typing import Any
+from .._paths import PathArg
 
 
-def from_granular(source: Any, destination: Any, *, compression: str | None = None,
+def from_granular(source: PathArg, destination: PathArg, *, compression: str | None = None,
                   verbose: bool = False, workers: int | None = None) -> int:
     """Converts the Granular dataset (plain or sharded) at ``source`` into a new dataset at
     ``destination`` (sharded the same way), as ``convert("granular", ...)`` does;

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from .. import _remote
+from .._paths import PathArg
 from .._progress import ProgressBar
 from ..converters._runner import Staging
 from ..dataset.writer import shard_name
@@ -52,7 +53,7 @@ def byte_tokenizer(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-8"), np.uint8)
 
 
-def convert_text(source: Any, dest: Any, tokenizer: Callable[[str], Any], vocab_size: int, *,
+def convert_text(source: Any, dest: PathArg, tokenizer: Callable[[str], Any], vocab_size: int, *,
                  text_field: str = "text", keep: Iterable[str] = (), shard_docs: int = 100_000,
                  workers: int | None = None, progress: bool = True) -> dict[str, Any]:
     """Tokenizes the documents of ``source`` into the token dataset ``dest``.
