@@ -2,9 +2,11 @@
 them until all are complete (``Staging``), and written by worker processes with a shared
 progress bar, the first failure stopping the rest (``run_tasks``).
 
-``converters.run`` (other dataset formats), ``utils.dump`` (an indexable dataset of byte
-samples) and ``tokens.convert_text`` (text to tokens) all write this way; what each adds is
-only how to read its source.
+``converters.run`` (other dataset formats, Granular's included) stages and runs its units
+here; ``utils.dump`` (an indexable dataset of byte samples) runs its parts here (and removes
+them all after a failure, as the reference's does, rather than resuming);
+``tokens.convert_text`` (text to tokens, one ordered stream) and Ray's datasink (Ray runs
+the tasks) stage and publish here. What each adds is only how to read its source.
 
 >>> import tempfile
 >>> from ffrecord._progress import ProgressBar
