@@ -47,12 +47,17 @@ def require(module: str, package: str) -> Any:
 
 
 def files_of(path: PathArg, pattern: str) -> tuple[Path, list[Path]]:
-    """``path`` and the files it stands for: itself, or a directory's files matching
-    ``pattern``, in name order."""
+    """``path`` and the files it stands for: itself, or a directory's files matching the
+    glob ``pattern`` (the source format's files, sub-directories included with ``**``), in
+    name order; hidden ones (``.NAME``, e.g. a download in progress) are left out, as the
+    core leaves them out of a dataset."""
     path = Path(os.fsdecode(path))
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
-    return path, sorted(path.glob(pattern)) if path.is_dir() else [path]
+    if not path.is_dir():
+        return path, [path]
+    return path, sorted(file for file in path.glob(pattern) if file.is_file() and not any(
+        part.startswith(".") for part in file.relative_to(path).parts))
 
 
 def read_index(path: PathArg, name: str, what: str) -> tuple[Path, dict[str, Any]]:
