@@ -18,6 +18,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from .. import _extras
 from .._paths import PathArg
 from .._progress import ProgressBar
@@ -71,6 +73,25 @@ def read_index(path: PathArg, name: str, what: str) -> tuple[Path, dict[str, Any
         return path, json.loads(index.read_text())
     except ValueError as exc:
         raise source_error(index, None, f"not JSON: {exc}") from None
+
+
+def offset_table(data: bytes, n: int, unit: Any, items: str, block: str, whole: bool) -> np.ndarray:
+    """The ``n + 1`` offsets of a ``u32 n | (n + 1) × u32 offsets | records`` block, the
+    framing MDS shards and LitData chunks share, checked against ``n`` (what the source's
+    index says) and the block's size (``whole``: the records end where the block does).
+    ``SourceError``s name the ``unit``, and the ``items`` and ``block`` as the format calls them.
+
+    >>> offset_table(bytes([2, 0, 0, 0, 16, 0, 0, 0, 17, 0, 0, 0, 19, 0, 0, 0, 1, 2, 3]), 2,
+    ...              "shard.0", "samples", "shard", whole=True).tolist()
+    [16, 17, 19]
+    """
+    if len(data) < 4 * (n + 2) or int(np.frombuffer(data, "<u4", 1)[0]) != n:
+        raise source_error(unit, None, f"index.json says {n} {items}; the {block}'s header disagrees")
+    offsets = np.frombuffer(data, "<u4", n + 1, 4).astype(np.int64)
+    past_end = offsets[-1] != len(data) if whole else offsets[-1] > len(data)
+    if offsets[0] < 4 * (n + 2) or (np.diff(offsets) < 0).any() or past_end:
+        raise source_error(unit, None, f"{items[:-1]} offsets run backwards or past the end of the {block}")
+    return offsets
 
 
 def raw(value: Any) -> Any:
