@@ -43,7 +43,7 @@ from ray.data.block import Block, BlockAccessor, BlockMetadata
 from . import _paths
 from .dataset import DatasetWriter, dataset_kind, open_dataset
 from .dataset.reader import parse_mask
-from .converters._runner import Staging
+from .converters._runner import Staging, refuse_taken
 from .dataset.spec import parse_spec
 from .dataset.writer import shard_name
 from .reader import FileReader
@@ -90,8 +90,7 @@ class FFRecordDatasink(Datasink):
             raise ValueError(f"{text}: write_ffrecord writes to a file system path (local or a "
                              "shared mount), not to a URL")
         self.path = Path(text).absolute()
-        if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
-            raise FileExistsError(f"{self.path}: exists and is not an empty directory")
+        refuse_taken(self.path)
         if not self.path.parent.is_dir():
             raise FileNotFoundError(f"{self.path.parent}: no such directory")
         self.samples_per_file = samples_per_file

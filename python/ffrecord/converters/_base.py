@@ -26,7 +26,7 @@ from .._progress import ProgressBar
 from ..dataset.errors import CodecError, CorruptDatasetError, IncompleteDatasetError
 from ..dataset.spec import COMPRESSIONS, SPEC_FILE, parse_spec
 from ..dataset.writer import DatasetWriter, shard_name
-from ._runner import Staging, check_cancelled, run_tasks
+from ._runner import Staging, check_cancelled, refuse_taken, run_tasks
 
 _NOT_COMPRESSED = ("int", "float")  # 8 bytes each: nothing to gain
 
@@ -156,8 +156,7 @@ def run(source: Source, destination: PathArg, *, workers: int | None = None, pro
     if compression is not None and compression not in COMPRESSIONS:
         raise ValueError(f"compression must be None or one of {COMPRESSIONS}, got {compression!r}")
     destination = Path(os.fsdecode(destination)).absolute()
-    if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
-        raise FileExistsError(f"{destination}: already exists and is not an empty directory")
+    refuse_taken(destination)
     spec = {name: kind if compression is None or kind.split("[")[0] in _NOT_COMPRESSED
             else f"{kind}:{compression}" for name, kind in source.spec.items()}
     parse_spec(spec)

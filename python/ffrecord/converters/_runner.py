@@ -61,6 +61,14 @@ class Cancelled(Exception):
     """Raised inside a worker told to stop because another task failed."""
 
 
+def refuse_taken(destination: PathArg) -> None:
+    """``FileExistsError`` unless ``destination`` is free for a conversion: absent, or an
+    empty directory (which ``Staging.publish`` replaces)."""
+    destination = Path(os.fsdecode(destination))
+    if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
+        raise FileExistsError(f"{destination}: already exists and is not an empty directory")
+
+
 class Staging:
     """A hidden directory where a conversion writes its outputs (shard directories or
     ``.ffr`` files, each complete once its name appears), with a manifest saying what is

@@ -33,7 +33,7 @@ import numpy as np
 from .. import _remote
 from .._paths import PathArg
 from .._progress import ProgressBar
-from ..converters._runner import Staging
+from ..converters._runner import Staging, refuse_taken
 from ..dataset.writer import shard_name
 from . import sources
 from .errors import TokenError, TokenizerError
@@ -87,8 +87,7 @@ def convert_text(source: Any, dest: PathArg, tokenizer: Callable[[str], Any], vo
             raise TypeError(f"the tokenizer goes to {workers} worker processes, so it must be picklable "
                             f"(a module-level function), or pass workers=0: {exc}") from None
     dest = Path(os.fspath(dest))
-    if dest.exists():
-        raise FileExistsError(f"{dest} exists already")
+    refuse_taken(dest)
     staging = Staging(dest.with_name(dest.name + PARTIAL))
     state = {"source": sources.describe(source), "text_field": text_field, "keep": keep,
              "shard_docs": shard_docs, "vocab_size": int(vocab_size),
