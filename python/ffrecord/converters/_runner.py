@@ -70,9 +70,9 @@ def refuse_taken(destination: PathArg) -> None:
 
 
 class Staging:
-    """A hidden directory where a conversion writes its outputs (shard directories or
-    ``.ffr`` files, each complete once its name appears), with a manifest saying what is
-    being converted. A later run with the same manifest resumes: it keeps the complete
+    """A directory beside the destination (hidden, or ``DEST.partial`` for token datasets)
+    where a conversion writes its outputs (shard directories or ``.ffr`` files, each
+    complete once its name appears), with a manifest saying what is being converted. A later run with the same manifest resumes: it keeps the complete
     outputs and writes the rest; ``publish`` moves the result to its destination in one
     rename, so that a dataset appears there only complete."""
 
