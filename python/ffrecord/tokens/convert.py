@@ -76,7 +76,7 @@ def convert_text(source: Any, dest: PathArg, tokenizer: Callable[[str], Any], vo
         raise ValueError(f"shard_docs must be at least 1, got {shard_docs}")
     dtype = dtype_for_vocab(vocab_size)
     keep = list(keep)
-    if _remote.is_url(os.fspath(dest)):
+    if _remote.is_url(os.fsdecode(dest)):
         raise ValueError(f"{dest}: convert_text writes a local directory (upload it afterwards, or "
                          "write to s3:// with TokenWriter)")
     workers = (os.cpu_count() or 1) if workers is None else workers
@@ -86,7 +86,7 @@ def convert_text(source: Any, dest: PathArg, tokenizer: Callable[[str], Any], vo
         except Exception as exc:
             raise TypeError(f"the tokenizer goes to {workers} worker processes, so it must be picklable "
                             f"(a module-level function), or pass workers=0: {exc}") from None
-    dest = Path(os.fspath(dest))
+    dest = Path(os.fsdecode(dest))
     refuse_taken(dest)
     staging = Staging(dest.with_name(dest.name + PARTIAL))
     state = {"source": sources.describe(source), "text_field": text_field, "keep": keep,
