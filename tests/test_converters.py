@@ -108,6 +108,7 @@ def test_parquet_round_trip_in_parallel(tmp_path):
     (tmp_path / "src").mkdir()
     pq.write_table(table.slice(0, 10), tmp_path / "src" / "a.parquet", row_group_size=4)
     pq.write_table(table.slice(10), tmp_path / "src" / "b.parquet", row_group_size=8)
+    (tmp_path / "src" / ".c.parquet").write_bytes(b"a download in progress: hidden, skipped")
     assert convert("parquet", tmp_path / "src", tmp_path / "out", workers=2) == N
     rows, spec, _ = _read_all(tmp_path / "out")
     assert spec == {"id": "int", "big": "int", "score": "float", "text": "utf8", "blob": "bytes",

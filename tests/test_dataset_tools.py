@@ -85,3 +85,37 @@ def test_structured_benchmark_runs(tmp_path: Path) -> None:
         assert row in out
     assert "0.125x" in out  # 4 of 32 elements: the bytes asked are exact, not timed
     assert list(tmp_path.iterdir()) == []
+
+
+def test_granular_conversion_keeps_sharding_and_names_a_bad_record(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    granular = pytest.importorskip("granular")
+    from ffrecord.converters import SourceError
+
+    with granular.ShardedDatasetWriter(tmp_path / "g", {"n": "u64"}, granular.encoders, shardlen=10) as writer:
+        for k in range(3):
+            writer.append({"n": k})
+    assert main(["convert", "granular", str(tmp_path / "g"), str(tmp_path / "one"), "-v"]) == 0
+    assert "wrote 3 datapoints" in capsys.readouterr().out
+    with ShardedDatasetReader(tmp_path / "one") as reader:  # one shard, still sharded
+        assert reader.shards == 1 and [d["n"] for d in reader] == [0, 1, 2]
+    with granular.DatasetWriter(tmp_path / "big", {"n": "u64"}, granular.encoders) as writer:
+        writer.append({"n": 1})
+        writer.append({"n": 2**63})
+    with pytest.raises(SourceError, match=r"record 1: field 'n' cannot be converted: OverflowError"):
+        from_granular(tmp_path / "big", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_cat_and_show_decode_the_same_fields(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from ffrecord.dataset import DatasetWriter
+
+    with DatasetWriter(tmp_path / "d", {"arrays": "npz", "blob": "bytes"}) as writer:
+        writer.append({"arrays": {"x": np.arange(3, dtype=np.int8)}, "blob": b"\x00\x01"})
+    assert main(["cat", str(tmp_path / "d"), "0"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["arrays"] == {"x": {"array": "int8", "shape": [3], "values": [0, 1, 2]}}
+    assert shown["blob"]["hex"] == "0001"
+    assert main(["show", str(tmp_path / "d"), "0"]) == 0
+    out = capsys.readouterr().out
+    assert "arrays  x: array int8 (3,)  min 0  max 2" in out

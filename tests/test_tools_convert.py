@@ -186,7 +186,8 @@ def test_a_huge_bogus_length_is_truncation_not_an_allocation(tmp_path):
 def test_docstring_examples_run():
     import doctest
 
-    from ffrecord.converters import records
+    from ffrecord.converters import _base, _runner, records
 
-    for module in (convert, records):
-        assert doctest.testmod(module).failed == 0, module.__name__
+    for module in (convert, records, _runner, _base):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0, module.__name__

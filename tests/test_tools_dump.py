@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import warnings
 from pathlib import Path
@@ -97,6 +98,21 @@ def test_a_failure_leaves_no_part_files(tmp_path, start_method):
     assert list(out.glob("*.ffr")) == []
     with pytest.raises(Exception):
         FileReader(out)
+
+
+class DiesAt(Squares):
+    """A dataset whose worker process is killed at one sample (as the OOM killer would)."""
+
+    def __getitem__(self, i: int):
+        if i == 40:
+            os._exit(9)
+        return super().__getitem__(i)
+
+
+def test_a_worker_killed_raises_oserror_and_leaves_no_part_files(tmp_path):
+    with pytest.raises(OSError, match="worker process died"):
+        dump(DiesAt(), tmp_path / "parts", nfiles=3, max_workers=2)
+    assert list((tmp_path / "parts").glob("*.ffr")) == []
 
 
 def test_a_failure_in_a_single_file_dump_leaves_nothing(tmp_path):

@@ -173,17 +173,14 @@ def _parser() -> argparse.ArgumentParser:
     kinds = convert.add_subparsers(dest="kind", metavar="KIND", required=True)
     for kind, help_ in (("tfrecord", "TFRecord files (both CRC-32C checksums verified)"),
                         ("ofrecord", "OneFlow OFRecord part-N files"),
-                        ("folder", "a folder, as pack does"),
-                        ("granular", "a Granular dataset directory, plain or sharded, into a "
-                                     "structured dataset directory")):
+                        ("folder", "a folder, as pack does")):
         sub = kinds.add_parser(kind, help=help_, description=f"Convert {help_} to OUT.",
                                epilog=_EXIT_HELP,
                                formatter_class=argparse.RawDescriptionHelpFormatter)
         sub.set_defaults(run=_convert)
         sub.add_argument("inputs", nargs="+", metavar="INPUT",
-                         help="input file or directory" + ("" if kind in ("folder", "granular") else "(s)"))
-        sub.add_argument("out", metavar="OUT", help="the dataset directory to write" if kind == "granular"
-                         else "the .ffr file to write")
+                         help="input file or directory" + ("" if kind == "folder" else "(s)"))
+        sub.add_argument("out", metavar="OUT", help="the .ffr file to write")
         sub.add_argument("-v", "--verbose", action="store_true", help="show progress")
         if kind != "folder":
             sub.add_argument("--compression", choices=("none", "lz4", "zstd"), default="none",
@@ -268,10 +265,10 @@ def _info(args: argparse.Namespace) -> int:
 def _summarize_dataset(path: str) -> Dict:
     """A structured dataset (``ffrecord.dataset``): its fields, counts and bytes per field."""
     from .dataset import dataset_kind, open_dataset
-    from .dataset.display import field_sizes, size_stats
+    from .dataset.display import field_sizes, size_stats, stored_decoders
 
     kind = dataset_kind(path)
-    decoders = dict.fromkeys(_dataset_types(path, kind), bytes)
+    decoders = stored_decoders(_dataset_types(path, kind))
     with warnings.catch_warnings(), open_dataset(path, decoders=decoders) as dataset:
         warnings.simplefilter("ignore")  # e.g. a legacy file: `ffrecord verify` reports it
         shards = dataset.members if kind == "sharded" else [dataset]
@@ -507,11 +504,11 @@ def _cat(args: argparse.Namespace) -> int:
 def _cat_dataset(args: argparse.Namespace, kind: str, out: Any) -> None:
     """Datapoints as lines of JSON, or one field's bytes (``--field``)."""
     from .dataset import open_dataset
-    from .dataset.display import display_decoders, format_datapoint
+    from .dataset.display import display_decoders, format_datapoint, stored_decoders
 
     types = _dataset_types(args.file, kind)
     raw = args.field is not None
-    decoders = dict.fromkeys(types, bytes) if raw else display_decoders(types)
+    decoders = stored_decoders(types) if raw else display_decoders(types)
     with open_dataset(args.file, decoders=decoders) as dataset:
         if raw and args.field not in dataset.spec:
             raise _UsageError(f"{args.file}: no field {args.field!r} (fields: "
@@ -562,16 +559,10 @@ def _convert(args: argparse.Namespace) -> int:
     from . import convert
 
     compression = None if getattr(args, "compression", "none") == "none" else args.compression
-    if args.kind in ("folder", "granular") and len(args.inputs) != 1:
+    if args.kind == "folder" and len(args.inputs) != 1:
         raise _UsageError(f"convert {args.kind} takes exactly one input directory")
     if args.kind == "folder":
         count = convert.folder_to_ffr(args.inputs[0], args.out, verbose=args.verbose)
-    elif args.kind == "granular":
-        from .dataset.granular import from_granular
-
-        count = from_granular(args.inputs[0], args.out, compression=compression, verbose=args.verbose)
-        print(f"wrote {count:,} datapoints to {args.out}")
-        return EXIT_OK
     elif args.kind == "tfrecord":
         count = convert.tfrecord_to_ffr(args.inputs, args.out, verify=args.verify,
                                         compression=compression, verbose=args.verbose)

@@ -22,7 +22,8 @@ def add_converters(kinds: Any, epilog: str) -> None:
              "webdataset": "WebDataset .tar shards (a file or a directory)",
              "parquet": "Parquet files (a file or a directory)",
              "hf": "a Hugging Face dataset saved with save_to_disk",
-             "arrayrecord": "ArrayRecord files (a file or a directory)"}
+             "arrayrecord": "ArrayRecord files (a file or a directory)",
+             "granular": "a Granular dataset directory, plain or sharded"}
     for kind in KINDS:
         sub = kinds.add_parser(
             kind, help=helps[kind] + ", into a structured dataset", epilog=epilog,
@@ -35,7 +36,8 @@ def add_converters(kinds: Any, epilog: str) -> None:
         sub.add_argument("-j", "--workers", type=int, default=None, metavar="N",
                          help="processes converting in parallel (default: CPU count)")
         sub.add_argument("--compression", choices=("none", "lz4", "zstd"), default="none")
-        sub.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+        sub.add_argument("--progress", "-v", "--verbose", dest="progress",
+                         action=argparse.BooleanOptionalAction, default=None,
                          help="progress bar on stderr (default: when stderr is a terminal)")
 
 
@@ -80,12 +82,12 @@ def add_show_and_view(command: Callable[[str, Callable, str], argparse.ArgumentP
 def _show(args: argparse.Namespace) -> int:
     from .cli import _parse_indices, _UsageError
     from .dataset import open_dataset
-    from .dataset.display import as_text, raw_decoders, summarize
+    from .dataset.display import as_text, display_decoders, spec_types, summarize
     from .dataset.spec import parse_spec
 
     with open_dataset(args.dataset) as probe:
         spec = probe.spec
-    with open_dataset(args.dataset, decoders=raw_decoders(spec)) as dataset:
+    with open_dataset(args.dataset, decoders=display_decoders(spec_types(spec))) as dataset:
         texts = args.indices or ["0"]
         indices = [i for text in texts for i in _parse_indices(text, len(dataset))]
         if args.field is not None and args.field not in spec:

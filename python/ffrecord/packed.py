@@ -33,6 +33,7 @@ import pickle
 import secrets
 import stat
 from collections import OrderedDict
+from itertools import chain
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Iterator, List, Optional, Union
 
@@ -40,10 +41,10 @@ import numpy as np
 
 from . import _paths
 from ._paths import PathLike
-from ._progress import ProgressBar, progress
+from ._progress import ProgressBar
+from .converters.records import write_iterable
 from .errors import CorruptFileError
 from .reader import FileReader
-from .writer import FileWriter
 
 __all__ = ["MAGIC", "PackedFolder", "pack_folder", "unpack_folder", "load_index"]
 
@@ -306,12 +307,13 @@ def pack_folder(folder: PathLike, out_file: PathLike, verbose: bool = False) -> 
         raise NotADirectoryError(f"{folder} is not a directory")
     tree, nfiles, paths = _scan(root)
     meta = MAGIC + pickle.dumps(tree, protocol=_PICKLE_PROTOCOL)
-    with FileWriter(out_file, nfiles + 1) as writer:
-        for path in progress(paths, verbose, "pack", unit="file"):
-            with _paths.open_regular(path) as f:  # it may have become a FIFO since the scan
-                writer.write_one(f.read())
-        writer.write_one(meta)
+    write_iterable(chain(map(_contents, paths), [meta]), out_file, n=nfiles + 1, verbose=verbose)
     return nfiles
+
+
+def _contents(path: Path) -> bytes:
+    with _paths.open_regular(path) as f:  # it may have become a FIFO since the scan
+        return f.read()
 
 
 def unpack_folder(ffr_file: PathLike, out_dir: PathLike, verbose: bool = False) -> int:

@@ -43,7 +43,8 @@ from ray.data.block import Block, BlockAccessor, BlockMetadata
 from . import _paths
 from .dataset import DatasetWriter, dataset_kind, open_dataset
 from .dataset.reader import parse_mask
-from .dataset.spec import parse_spec, sync_directory
+from .converters._runner import Staging, refuse_taken
+from .dataset.spec import parse_spec
 from .dataset.writer import shard_name
 from .reader import FileReader
 from .writer import FileWriter
@@ -89,8 +90,7 @@ class FFRecordDatasink(Datasink):
             raise ValueError(f"{text}: write_ffrecord writes to a file system path (local or a "
                              "shared mount), not to a URL")
         self.path = Path(text).absolute()
-        if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
-            raise FileExistsError(f"{self.path}: exists and is not an empty directory")
+        refuse_taken(self.path)
         if not self.path.parent.is_dir():
             raise FileNotFoundError(f"{self.path.parent}: no such directory")
         self.samples_per_file = samples_per_file
@@ -170,16 +170,11 @@ class FFRecordDatasink(Datasink):
             name = shard_name(number) if self.spec is not None else _paths.part_name(number, len(parts))
             os.rename(self.staging / f"{task}-{k}", self.staging / f".{name}")
             final.append(name)
-        for entry in self.staging.iterdir():
-            if not entry.name.startswith(".") or entry.name[1:] not in final:
-                _remove_tree(entry)
+        staging = Staging(self.staging)
+        staging.keep_only(f".{name}" for name in final)  # what an interrupted attempt left
         for name in final:
             os.rename(self.staging / f".{name}", self.staging / name)
-        sync_directory(self.staging)
-        if self.path.is_dir():
-            self.path.rmdir()  # empty (checked at the start); fails if something came since
-        os.rename(self.staging, self.path)
-        sync_directory(self.path.parent)
+        staging.publish(self.path)
 
     def _write_empty(self, target: Path) -> None:
         if self.spec is None:
@@ -188,7 +183,7 @@ class FFRecordDatasink(Datasink):
             DatasetWriter(target, self.spec, self.encoders, length=0).close()
 
     def on_write_failed(self, error: Exception) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
+        Staging(self.staging).discard()
 
     def __repr__(self) -> str:
         what = f"spec={self.spec}" if self.spec is not None else f"column={self.column!r}"
@@ -207,13 +202,6 @@ def _datapoint(row: Mapping[str, Any], array_fields: Mapping[str, bool]) -> dict
         elif not sequence and isinstance(value, (list, tuple)):
             datapoint[name] = np.asarray(value)
     return datapoint
-
-
-def _remove_tree(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink()
 
 
 def write_ffrecord(ds: ray.data.Dataset, path: Any, samples_per_file: int = 100_000, *,

@@ -12,31 +12,19 @@ Example:
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import pickle
-import time
 import warnings
-from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from . import _paths, _remote
 from ._paths import PathLike
 from ._progress import ProgressBar
+from .converters import _runner
 from .writer import FileWriter
 
 __all__ = ["dump"]
-
-
-# How often workers check for cancellation and report progress (in samples / seconds): rare
-# enough to cost nothing next to a write, frequent enough to stop and redraw promptly.
-_CHECK_EVERY = 64
-_REPORT_SECONDS = 0.2
-
-
-class _Cancelled(Exception):
-    """Raised inside a worker told to stop because another part failed."""
 
 
 def dump(
@@ -111,13 +99,31 @@ def dump(
     n = len(dataset)
     options = {"compression": compression, "durable": durable}  # for each FileWriter
     if nfiles == 1:
-        _write_here(dataset, [(fname, 0, n)], options, verbose)
-        return
+        tasks, parts = [(fname, 0, n)], []
+    else:
+        parts, tasks = _parts(fname, n, nfiles)
+    method = _runner.start_method(start_method)
+    workers = max_workers or min(len(tasks), os.cpu_count() or 1)
+    if method != "fork" and workers > 1 and not _picklable(dataset):
+        warnings.warn(f"the dataset cannot be pickled for the {method!r} start method; "
+                      "writing the parts in this process")
+        workers = 1
+    try:
+        with ProgressBar(n, verbose) as bar:
+            _runner.run_tasks(_Dump(dataset, options), tasks, workers, bar, method)
+    except BaseException:
+        for path in parts:
+            path.unlink(missing_ok=True)
+        raise
 
+
+def _parts(folder: PathLike, n: int, nfiles: int) -> Tuple[List[Path], list]:
+    """The part files of a dump into ``folder`` (made if missing) and their
+    ``(path, start, count)`` tasks."""
     ranges = _split(n, nfiles)
     if len(ranges) != nfiles:
         warnings.warn(f"split {n} samples into {len(ranges)} files rather than {nfiles}")
-    out_dir = Path(fname)
+    out_dir = Path(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
     parts = [out_dir / _paths.part_name(k, len(ranges)) for k in range(len(ranges))]
     stale = sorted(set(map(Path, _paths.dataset_files(out_dir))) - set(parts))
@@ -126,20 +132,7 @@ def dump(
             f"{out_dir} already holds {len(stale)} other .ffr file(s) (e.g. {stale[0].name}) "
             "that would be read as part of the dataset; remove them first"
         )
-    tasks = [(str(p), start, count) for p, (start, count) in zip(parts, ranges)]
-    method = start_method or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    try:
-        if method != "fork" and not _picklable(dataset):
-            warnings.warn(f"the dataset cannot be pickled for the {method!r} start method; "
-                          "writing the parts in this process")
-            _write_here(dataset, tasks, options, verbose)
-        else:
-            workers = max_workers or min(len(tasks), os.cpu_count() or 1)
-            _run_workers(dataset, tasks, options, verbose, n, workers, method)
-    except BaseException:
-        for path in parts:
-            path.unlink(missing_ok=True)
-        raise
+    return parts, [(str(p), start, count) for p, (start, count) in zip(parts, ranges)]
 
 
 def _refuse_taken_prefix(url: str, storage_options: Optional[dict]) -> None:
@@ -179,105 +172,29 @@ def _picklable(obj: Any) -> bool:
     return True
 
 
-def _write_here(dataset: Sequence[Any], tasks: list, options: dict, verbose: bool) -> None:
-    """Writes the (path, start, count) tasks one after the other in this process."""
-    with ProgressBar(sum(task[2] for task in tasks), verbose) as bar:
-        for path, start, count in tasks:
-            _write_range(dataset, path, start, count, options, bar.update, lambda: False)
+class _Dump:
+    """Writes one contiguous range of the dataset to one file (a task of ``run_tasks``)."""
 
+    def __init__(self, dataset: Sequence[Any], options: dict) -> None:
+        self.dataset, self.options = dataset, options
 
-def _write_range(dataset: Sequence[Any], path: PathLike, start: int, count: int,
-                 options: dict, advance: Callable[[int], Any],
-                 cancelled: Callable[[], bool]) -> None:
-    with FileWriter(path, count, **options) as writer:
-        for i in range(start, start + count):
-            if (i - start) % _CHECK_EVERY == 0 and cancelled():
-                raise _Cancelled()
-            try:
-                writer.write_one(dataset[i])
-            except Exception as exc:
-                _add_note(exc, f"while writing dataset[{i}] to {path}")
-                raise
-            advance(1)
+    def __repr__(self) -> str:
+        return f"_Dump({type(self.dataset).__name__}, {self.options})"
+
+    def write(self, path: str, start: int, count: int, advance: Callable[[int], Any],
+              cancelled: Callable[[], bool]) -> None:
+        with FileWriter(path, count, **self.options) as writer:
+            for i in range(start, start + count):
+                _runner.check_cancelled(i - start, cancelled)
+                try:
+                    writer.write_one(self.dataset[i])
+                except Exception as exc:
+                    _add_note(exc, f"while writing dataset[{i}] to {path}")
+                    raise
+                advance(1)
 
 
 def _add_note(exc: BaseException, note: str) -> None:
     add_note = getattr(exc, "add_note", None)  # Python >= 3.11
     if add_note is not None:
         add_note(note)
-
-
-def _run_workers(dataset: Sequence[Any], tasks: list, options: dict,
-                 verbose: bool, n: int, workers: int, method: str) -> None:
-    ctx = mp.get_context(method)
-    cancel = ctx.Event()
-    progress = ctx.Queue() if verbose else None
-    with ProgressBar(n, verbose) as bar, ProcessPoolExecutor(
-        workers, mp_context=ctx, initializer=_init_worker,
-        initargs=(dataset, options, cancel, progress),
-    ) as pool:
-        pending = {pool.submit(_write_part, *task) for task in tasks}
-        try:
-            while pending:
-                done, pending = wait(pending, timeout=_REPORT_SECONDS,
-                                     return_when=FIRST_EXCEPTION)
-                _drain(progress, bar)
-                _raise_first_error(done)
-            # Every part is written; the workers' last reports may still be in flight.
-            bar.update(n - bar.count)
-        except BaseException:
-            cancel.set()
-            for future in pending:
-                future.cancel()
-            raise
-
-
-def _raise_first_error(done: "set[Future]") -> None:
-    for future in done:
-        exc = future.exception()
-        if exc is not None:
-            raise exc
-
-
-def _drain(progress, bar: "ProgressBar") -> None:
-    if progress is None:
-        return
-    while not progress.empty():
-        bar.update(progress.get())
-
-
-# Worker-process state, set once per worker by the pool initializer.
-_worker: dict = {}
-
-
-def _init_worker(dataset, options, cancel, progress) -> None:
-    _worker.update(dataset=dataset, options=options, cancel=cancel,
-                   progress=progress)
-
-
-def _write_part(path: str, start: int, count: int) -> None:
-    reporter = _Reporter(_worker["progress"])
-    try:
-        _write_range(_worker["dataset"], path, start, count, _worker["options"],
-                     reporter.add, _worker["cancel"].is_set)
-    finally:
-        reporter.flush()
-
-
-class _Reporter:
-    """Batches a worker's progress so the queue sees a few messages a second."""
-
-    def __init__(self, queue) -> None:
-        self.queue, self.pending, self.last = queue, 0, time.monotonic()
-
-    def add(self, k: int) -> None:
-        if self.queue is None:
-            return
-        self.pending += k
-        if time.monotonic() - self.last >= _REPORT_SECONDS:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.queue is not None and self.pending:
-            self.queue.put(self.pending)
-            self.pending, self.last = 0, time.monotonic()

@@ -27,7 +27,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from .dataset import open_dataset
-from .dataset.display import field_sizes, image_format, raw_decoders, size_stats, summarize
+from .dataset.display import (display_decoders, field_sizes, image_format, size_stats, spec_types,
+                              summarize)
 from .dataset.spec import parse_spec
 
 MAX_PAGE = 200
@@ -42,7 +43,7 @@ class Viewer:
         self.path = str(path)
         with open_dataset(path, storage_options=storage_options) as probe:
             spec = probe.spec
-        self.dataset = open_dataset(path, decoders=raw_decoders(spec), storage_options=storage_options)
+        self.dataset = open_dataset(path, decoders=display_decoders(spec_types(spec)), storage_options=storage_options)
         self.fields = parse_spec(spec)
         self._info: dict[str, Any] | None = None
 

@@ -19,12 +19,13 @@ such as a full disk, can surface at a later ``write_one`` or at ``close()``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import operator
 import os
 import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -218,37 +219,44 @@ class FileWriter(ClosesOrAborts):
         ``ValueError`` (and nothing left at ``fname``) when fewer than ``n`` samples were
         written; a delayed write error is raised here too (and nothing is left either).
         Closing twice is a no-op."""
-        if self._handle:
-            dll, handle = self._live()
-            with self._lock:
-                if not self._handle:
-                    return
-                self._handle = 0
-                try:
-                    try:
-                        self._flush(dll, handle)
-                    except BaseException:  # the file is lost: free the handle, keep the error
-                        dll.ffr_writer_abort(handle)
-                        raise
-                    _lib.check(dll.ffr_writer_close(handle))
-                    if self._staging is not None:
-                        _remote.upload(self._staging.path, self.fname, self.storage_options)
-                finally:
-                    self._discard_staging()
+        with self._finishing() as live:
+            if live is None:
+                return
+            dll, handle = live
+            try:
+                self._flush(dll, handle)
+            except BaseException:  # the file is lost: free the handle, keep the error
+                dll.ffr_writer_abort(handle)
+                raise
+            _lib.check(dll.ffr_writer_close(handle))
+            if self._staging is not None:
+                _remote.upload(self._staging.path, self.fname, self.storage_options)
 
     def abort(self) -> None:
         """Discards everything written or gathered; nothing is left at ``fname``."""
-        if self._handle:
-            dll, handle = self._live()
-            with self._lock:
-                if not self._handle:
-                    return
-                self._handle = 0
+        with self._finishing() as live:
+            if live is not None:
                 self._pending, self._batch_room = [], BATCH_BYTES
-                try:
-                    _lib.check(dll.ffr_writer_abort(handle))
-                finally:
-                    self._discard_staging()
+                _lib.check(live[0].ffr_writer_abort(live[1]))
+
+    @contextlib.contextmanager
+    def _finishing(self) -> Iterator[tuple[ctypes.CDLL, int] | None]:
+        """The library and the handle for the one ``close`` or ``abort`` that ends the
+        writer (``None`` for any later one), under the lock; the upload staging is
+        discarded at the end, whatever happens."""
+        if not self._handle:
+            yield None
+            return
+        dll, handle = self._live()
+        with self._lock:
+            if not self._handle:
+                yield None
+                return
+            self._handle = 0
+            try:
+                yield dll, handle
+            finally:
+                self._discard_staging()
 
     def _discard_staging(self) -> None:
         if self._staging is not None:

@@ -12,6 +12,7 @@ kind            source
 ``parquet``     a Parquet file or a directory of them
 ``hf``          a Hugging Face ``datasets.Dataset`` saved with ``save_to_disk``
 ``arrayrecord`` ArrayRecord files: each record becomes a ``record`` field of bytes
+``granular``    a Granular dataset, plain or sharded (sharded the same way)
 =============== ======================================================================
 
 Each source is read in *units* (its shard files, row groups, chunks of images) converted in
@@ -45,6 +46,7 @@ import os
 from typing import Any
 
 from .. import _remote
+from .._paths import PathArg
 from ._base import Source, SourceError, run
 
 __all__ = ["KINDS", "Source", "SourceError", "convert", "open_source"]
@@ -58,10 +60,11 @@ KINDS = {
     "parquet": ("arrow", "ParquetSource"),
     "hf": ("arrow", "HuggingFaceSource"),
     "arrayrecord": ("arrayrecord", "ArrayRecordSource"),
+    "granular": ("granular", "GranularSource"),
 }
 
 
-def open_source(kind: str, source: Any, storage_options: dict[str, Any] | None = None) -> Source:
+def open_source(kind: str, source: PathArg, storage_options: dict[str, Any] | None = None) -> Source:
     """The ``Source`` of ``kind`` reading ``source`` (``storage_options``: for an ``s3://``
     source, which the ``mds`` kind takes)."""
     if kind not in KINDS:
@@ -75,7 +78,7 @@ def open_source(kind: str, source: Any, storage_options: dict[str, Any] | None =
     return cls(source)
 
 
-def convert(kind: str, source: Any, destination: Any, *, workers: int | None = None,
+def convert(kind: str, source: PathArg, destination: PathArg, *, workers: int | None = None,
             progress: bool = False, compression: str | None = None,
             storage_options: dict[str, Any] | None = None) -> int:
     """Converts ``source`` (of ``kind``, see the module) into a new dataset at

@@ -1,6 +1,6 @@
 """What every converter shares: the ``Source`` interface, the error naming a source file and
-record, and ``run``, which writes a source's units as the shards of a new dataset in
-parallel processes, with a progress bar, resumably.
+record, and ``run``, which writes a source's units as the shards of a new dataset through
+the conversion runner (``_runner``: parallel processes, a progress bar, resumable).
 
 A conversion is staged in a hidden directory beside the destination, ``.NAME.converting``:
 one complete shard per finished unit, and ``convert.json`` saying what is being converted.
@@ -13,22 +13,21 @@ from __future__ import annotations
 
 import io
 import json
-import multiprocessing as mp
 import os
-import shutil
 from collections.abc import Iterator, Mapping
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from .. import _extras
+from .._paths import PathArg
 from .._progress import ProgressBar
 from ..dataset.errors import CodecError, CorruptDatasetError, IncompleteDatasetError
 from ..dataset.spec import COMPRESSIONS, SPEC_FILE, parse_spec
 from ..dataset.writer import DatasetWriter, shard_name
+from ._runner import Staging, check_cancelled, refuse_taken, run_tasks
 
-MANIFEST = "convert.json"
 _NOT_COMPRESSED = ("int", "float")  # 8 bytes each: nothing to gain
 
 
@@ -49,16 +48,21 @@ def require(module: str, package: str) -> Any:
     return _extras.require(module, "convert", "this converter", package)
 
 
-def files_of(path: Any, pattern: str) -> tuple[Path, list[Path]]:
-    """``path`` and the files it stands for: itself, or a directory's files matching
-    ``pattern``, in name order."""
+def files_of(path: PathArg, pattern: str) -> tuple[Path, list[Path]]:
+    """``path`` and the files it stands for: itself, or a directory's files matching the
+    glob ``pattern`` (the source format's files, sub-directories included with ``**``), in
+    name order; hidden ones (``.NAME``, e.g. a download in progress) are left out, as the
+    core leaves them out of a dataset."""
     path = Path(os.fsdecode(path))
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
-    return path, sorted(path.glob(pattern)) if path.is_dir() else [path]
+    if not path.is_dir():
+        return path, [path]
+    return path, sorted(file for file in path.glob(pattern) if file.is_file() and not any(
+        part.startswith(".") for part in file.relative_to(path).parts))
 
 
-def read_index(path: Any, name: str, what: str) -> tuple[Path, dict[str, Any]]:
+def read_index(path: PathArg, name: str, what: str) -> tuple[Path, dict[str, Any]]:
     """The directory ``path`` and its JSON index file ``name`` (``what`` says what a missing
     one means), parsed."""
     path = Path(os.fsdecode(path))
@@ -69,6 +73,25 @@ def read_index(path: Any, name: str, what: str) -> tuple[Path, dict[str, Any]]:
         return path, json.loads(index.read_text())
     except ValueError as exc:
         raise source_error(index, None, f"not JSON: {exc}") from None
+
+
+def offset_table(data: bytes, n: int, unit: Any, items: str, block: str, whole: bool) -> np.ndarray:
+    """The ``n + 1`` offsets of a ``u32 n | (n + 1) × u32 offsets | records`` block, the
+    framing MDS shards and LitData chunks share, checked against ``n`` (what the source's
+    index says) and the block's size (``whole``: the records end where the block does).
+    ``SourceError``s name the ``unit``, and the ``items`` and ``block`` as the format calls them.
+
+    >>> offset_table(bytes([2, 0, 0, 0, 16, 0, 0, 0, 17, 0, 0, 0, 19, 0, 0, 0, 1, 2, 3]), 2,
+    ...              "shard.0", "samples", "shard", whole=True).tolist()
+    [16, 17, 19]
+    """
+    if len(data) < 4 * (n + 2) or int(np.frombuffer(data, "<u4", 1)[0]) != n:
+        raise source_error(unit, None, f"index.json says {n} {items}; the {block}'s header disagrees")
+    offsets = np.frombuffer(data, "<u4", n + 1, 4).astype(np.int64)
+    past_end = offsets[-1] != len(data) if whole else offsets[-1] > len(data)
+    if offsets[0] < 4 * (n + 2) or (np.diff(offsets) < 0).any() or past_end:
+        raise source_error(unit, None, f"{items[:-1]} offsets run backwards or past the end of the {block}")
+    return offsets
 
 
 def raw(value: Any) -> Any:
@@ -107,6 +130,10 @@ class Source:
         """The units, in dataset order; each is picklable and describes itself in ``str``."""
         raise NotImplementedError
 
+    def plain(self, units: list[Any]) -> bool:
+        """Whether ``units`` make a plain dataset rather than a sharded one: one unit does."""
+        return len(units) == 1
+
     def count(self, unit: Any) -> int | None:
         """The unit's datapoints, when known without reading it (for the bar and the writer)."""
         return None
@@ -122,70 +149,43 @@ class Source:
         return f"{type(self).__name__}({getattr(self, 'path', '?')!s})"
 
 
-def run(source: Source, destination: Any, *, workers: int | None = None, progress: bool = False,
+def run(source: Source, destination: PathArg, *, workers: int | None = None, progress: bool = False,
         compression: str | None = None) -> int:
-    """Converts ``source`` into a new dataset at ``destination`` (a plain dataset for one
-    unit, a sharded one otherwise); returns the number of datapoints. See the module."""
+    """Converts ``source`` into a new dataset at ``destination`` (plain or sharded, as
+    ``source.plain`` says); returns the number of datapoints. See the module."""
     if compression is not None and compression not in COMPRESSIONS:
         raise ValueError(f"compression must be None or one of {COMPRESSIONS}, got {compression!r}")
     destination = Path(os.fsdecode(destination)).absolute()
-    if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
-        raise FileExistsError(f"{destination}: already exists and is not an empty directory")
+    refuse_taken(destination)
     spec = {name: kind if compression is None or kind.split("[")[0] in _NOT_COMPRESSED
             else f"{kind}:{compression}" for name, kind in source.spec.items()}
     parse_spec(spec)
     units = source.units()
     if not units:
         raise IncompleteDatasetError(f"{source.path}: holds no data to convert")
-    staging = staging_directory(destination)
+    staging = Staging(staging_directory(destination))
     origin = str(getattr(source, "url", None) or source.path)  # a downloaded copy moves
-    _start_or_resume(staging, {"kind": source.kind, "source": origin, "spec": spec,
-                               "units": [os.path.relpath(str(unit), source.path) for unit in units]})
-    todo = [k for k in range(len(units)) if not (staging / shard_name(k) / SPEC_FILE).is_file()]
-    for k in todo:  # a unit interrupted part-way starts again
-        shutil.rmtree(staging / shard_name(k), ignore_errors=True)
+    staging.resume({"kind": source.kind, "source": origin, "spec": spec,
+                    "units": [os.path.relpath(str(unit), source.path) for unit in units]})
+    names = [shard_name(k) for k in range(len(units))]
+    done = [k for k, name in enumerate(names) if staging.complete(name)]
+    staging.keep_only(names[k] for k in done)  # a unit interrupted part-way starts again
     counts = [source.count(unit) for unit in units]
     total = sum(counts) if None not in counts else None
-    done = sum(_shard_length(staging / shard_name(k)) for k in range(len(units)) if k not in todo)
-    job = _Job(source, spec, staging)
     with ProgressBar(total, progress, f"convert {source.kind}", "datapoint") as bar:
-        bar.update(done)
-        tasks = [(k, units[k], counts[k]) for k in todo]
-        workers = min(len(tasks), workers or os.cpu_count() or 1)
-        if workers <= 1:
-            for task in tasks:
-                job.write(*task, bar.update)
-        else:
-            _run_parallel(job, tasks, workers, bar)
-    length = sum(_shard_length(staging / shard_name(k)) for k in range(len(units)))
-    (staging / MANIFEST).unlink()
-    if destination.exists():
-        destination.rmdir()
-    if len(units) == 1:
-        os.rename(staging / shard_name(0), destination)
-        staging.rmdir()
-    else:
-        os.rename(staging, destination)
+        bar.update(sum(_shard_length(staging.path / names[k]) for k in done))
+        tasks = [(staging.path / names[k], units[k], counts[k]) for k in range(len(units))
+                 if k not in done]
+        run_tasks(_Job(source, spec), tasks, workers or os.cpu_count() or 1, bar)
+    length = sum(_shard_length(staging.path / name) for name in names)
+    staging.publish(destination, names[0] if source.plain(units) else None)
     return length
 
 
-def staging_directory(destination: Any) -> Path:
+def staging_directory(destination: PathArg) -> Path:
     """Where a conversion to ``destination`` is staged until it is complete."""
     destination = Path(os.fsdecode(destination)).absolute()
     return destination.parent / f".{destination.name}.converting"
-
-
-def _start_or_resume(staging: Path, plan: dict[str, Any]) -> None:
-    manifest = staging / MANIFEST
-    if manifest.is_file():
-        if json.loads(manifest.read_text()) != plan:
-            raise FileExistsError(f"{staging} holds an unfinished conversion of something else "
-                                  f"(see its {MANIFEST}): remove it, or convert to another place")
-        return
-    staging.mkdir(parents=True, exist_ok=True)
-    tmp = staging / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(plan, indent=1))
-    os.replace(tmp, manifest)
 
 
 def _shard_length(shard: Path) -> int:
@@ -195,14 +195,17 @@ def _shard_length(shard: Path) -> int:
 class _Job:
     """Writes one unit of a source into its shard of the staging directory."""
 
-    def __init__(self, source: Source, spec: Mapping[str, str], staging: Path) -> None:
-        self.source, self.spec, self.staging = source, dict(spec), staging
+    def __init__(self, source: Source, spec: Mapping[str, str]) -> None:
+        self.source, self.spec = source, dict(spec)
 
-    def write(self, number: int, unit: Any, count: int | None, advance: Callable[[int], Any],
-              cancelled: Callable[[], bool] = lambda: False) -> int:
+    def __repr__(self) -> str:
+        return f"_Job({self.source!r})"
+
+    def write(self, shard: Path, unit: Any, count: int | None, advance: Callable[[int], Any],
+              cancelled: Callable[[], bool]) -> int:
         source = self.source
-        with DatasetWriter(self.staging / shard_name(number), self.spec, source.encoders,
-                           length=count, metadata=source.metadata) as writer:
+        with DatasetWriter(shard, self.spec, source.encoders, length=count,
+                           metadata=source.metadata) as writer:
             for record, datapoint in source.read(unit):
                 if len(writer) == count:
                     raise source_error(unit, record, f"one record more than the {count} its index says")
@@ -211,54 +214,7 @@ class _Job:
                 except CodecError as exc:
                     raise source_error(unit, record, f"field {exc.field!r}: {exc}") from exc
                 advance(1)
-                if len(writer) % 64 == 0 and cancelled():
-                    raise _Cancelled()
+                check_cancelled(len(writer), cancelled)
             if count is not None and len(writer) != count:
                 raise source_error(unit, None, f"holds {len(writer)} records where its index says {count}")
             return len(writer)
-
-
-class _Cancelled(Exception):
-    """Raised inside a worker told to stop because another unit failed."""
-
-
-_worker: dict[str, Any] = {}
-
-
-def _init_worker(job: _Job, cancel: Any, queue: Any) -> None:
-    _worker.update(job=job, cancel=cancel, queue=queue)
-
-
-def _write_in_worker(number: int, unit: Any, count: int | None) -> int:
-    from ..utils import _Reporter
-
-    reporter = _Reporter(_worker["queue"])
-    try:
-        return _worker["job"].write(number, unit, count, reporter.add, _worker["cancel"].is_set)
-    finally:
-        reporter.flush()
-
-
-def _run_parallel(job: _Job, tasks: list[tuple[int, Any, int | None]], workers: int,
-                  bar: ProgressBar) -> None:
-    from ..utils import _drain, _raise_first_error
-
-    # fork: the source need not pickle, and the library reloads itself in forked children.
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    cancel, queue = ctx.Event(), ctx.Queue()
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
-                             initargs=(job, cancel, queue)) as pool:
-        pending = {pool.submit(_write_in_worker, *task) for task in tasks}
-        try:
-            while pending:
-                done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-                _drain(queue, bar)
-                _raise_first_error(done)
-            _drain(queue, bar)
-        except BrokenProcessPool as exc:  # a worker killed (e.g. out of memory): no data is at fault
-            raise OSError(f"a conversion worker process died ({exc}): run again to continue") from exc
-        except BaseException:
-            cancel.set()
-            for future in pending:
-                future.cancel()
-            raise

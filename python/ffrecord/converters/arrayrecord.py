@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from .._paths import PathArg
 from ._base import Source, files_of, require, source_error
 
 _BATCH = 256
@@ -31,7 +32,7 @@ class ArrayRecordSource(Source):
     spec = {"record": "bytes"}
     metadata = {"source": "arrayrecord"}
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: PathArg) -> None:
         self.path, self.files = files_of(path, "*.array_record*")
         self.counts = {}
         for file in self.files:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .._paths import PathArg
 from ._base import Source, files_of, read_index, require, source_error
 
 
@@ -115,7 +116,7 @@ class ParquetSource(_ArrowSource):
 
     kind = "parquet"
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: PathArg) -> None:
         pq = require("pyarrow.parquet", "pyarrow")
         self.path, self.files = files_of(path, "**/*.parquet")
         self.row_groups = [(file, group, _metadata(pq, file).row_group(group).num_rows)
@@ -150,7 +151,7 @@ class HuggingFaceSource(_ArrowSource):
 
     kind = "hf"
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: PathArg) -> None:
         require("pyarrow", "pyarrow")
         splits = Path(os.fsdecode(path), "dataset_dict.json").is_file()
         self.path, state = read_index(path, "state.json", "a DatasetDict: convert one split's directory"

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .._paths import PathArg
 from ._base import Source, check_image, raw, require
 
 EXTENSIONS = {".jpg": "jpg", ".jpeg": "jpg", ".png": "png"}
@@ -27,7 +28,7 @@ class ImageFolderSource(Source):
 
     kind = "imagefolder"
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: PathArg) -> None:
         require("PIL.Image", "Pillow")
         self.path = Path(os.fsdecode(path))
         if not self.path.is_dir():

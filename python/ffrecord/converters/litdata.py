@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ._base import Source, check_image, raw, read_index, require, source_error
+from .._paths import PathArg
+from ._base import Source, check_image, offset_table, raw, read_index, require, source_error
 
 _TYPES = {"int": "int", "float": "float", "str": "utf8", "bytes": "bytes", "jpeg": "jpg",
           "json": "json", "numpy": "array", "no_header_numpy": "array", "tensor": "array",
@@ -54,7 +55,7 @@ class LitDataSource(Source):
 
     kind = "litdata"
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: PathArg) -> None:
         require("litdata", "litdata")
         self.path, document = read_index(path, "index.json", "not a LitData optimized dataset")
         index = self.path / "index.json"
@@ -98,11 +99,7 @@ class LitDataSource(Source):
             raise source_error(unit, None, f"index.json says the chunk has {chunk['chunk_bytes']:,} bytes; "
                                            f"it has {len(data):,}")
         n = chunk["chunk_size"]
-        if len(data) < 4 * (n + 2) or int(np.frombuffer(data, "<u4", 1)[0]) != n:
-            raise source_error(unit, None, f"index.json says {n} items; the chunk's header disagrees")
-        offsets = np.frombuffer(data, "<u4", n + 1, 4).astype(np.int64)
-        if (np.diff(offsets) < 0).any() or offsets[0] < 4 * (n + 2) or offsets[-1] > len(data):
-            raise source_error(unit, None, "item offsets run backwards or past the end of the chunk")
+        offsets = offset_table(data, n, unit, "items", "chunk", whole=False)
         decoders = self._decoders()
         for k in range(n):
             yield k, self._item(unit, k, data[offsets[k]:offsets[k + 1]], decoders)

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from .. import _remote
-from ._base import Source, check_image, raw, read_index, require, source_error
+from .._paths import PathArg
+from ._base import Source, check_image, offset_table, raw, read_index, require, source_error
 
 _TYPES = {"int": "int", "str_int": "int", "str": "utf8", "str_decimal": "utf8", "bytes": "bytes",
           "jpeg": "jpg", "png": "png", "json": "json", "pil": "array", "str_float": "float",
@@ -51,7 +52,7 @@ class MDSSource(Source):
 
     kind = "mds"
 
-    def __init__(self, path: Any, storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(self, path: PathArg, storage_options: dict[str, Any] | None = None) -> None:
         require("streaming", "mosaicml-streaming")
         self.url = None
         if _remote.is_url(os.fsdecode(path)):
@@ -84,11 +85,7 @@ class MDSSource(Source):
             raise source_error(unit, None, "its columns differ from the first shard's")
         data = self._shard_bytes(unit, shard)
         n = shard["samples"]
-        if len(data) < 4 * (n + 2) or int(np.frombuffer(data, "<u4", 1)[0]) != n:
-            raise source_error(unit, None, f"index.json says {n} samples; the shard's header disagrees")
-        offsets = np.frombuffer(data, "<u4", n + 1, 4).astype(np.int64)
-        if offsets[0] < 4 * (n + 2) or (np.diff(offsets) < 0).any() or offsets[-1] != len(data):
-            raise source_error(unit, None, "sample offsets run backwards or past the end of the shard")
+        offsets = offset_table(data, n, unit, "samples", "shard", whole=True)
         for k in range(n):
             yield k, self._sample(unit, k, data[offsets[k]:offsets[k + 1]], shard["column_sizes"])
 

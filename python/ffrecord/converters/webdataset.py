@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .._paths import PathArg
 from ._base import Source, check_image, files_of, raw, source_error
 
 _IMAGES = {"jpg": "jpg", "jpeg": "jpg", "png": "png"}
@@ -75,7 +76,7 @@ class WebDatasetSource(Source):
 
     kind = "webdataset"
 
-    def __init__(self, path: Any) -> None:
+    def __init__(self, path: PathArg) -> None:
         self.path, self.tars = files_of(path, "*.tar")
         first = next(self._samples(self.tars[0]), None) if self.tars else None
         if first is None:

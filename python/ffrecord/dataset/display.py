@@ -4,8 +4,12 @@
   text and JSON values as they are, binary values summarised by their length and first bytes,
   arrays by dtype, shape and first values, long sequences by their first elements and a count;
 - one summary per value (``ffrecord show`` as text, ``ffrecord view`` as JSON for the page:
-  ``summarize``), with images *not* decoded (``raw_decoders``), so that an image is described
-  by its stored format and size without decoding its pixels, and served as it is stored.
+  ``summarize``).
+
+Both read through the same decoders (``display_decoders``): values worth showing decoded
+are decoded by the built-in codecs, every other one is kept as it is stored, so that an
+image is described by its stored format and size without decoding its pixels, and served
+as it is stored. ``stored_decoders`` keeps every value as stored (``info``, ``cat --field``).
 
 >>> import numpy as np
 >>> print(format_datapoint({"label": 3, "image": b"\\x89PNG\\r\\n" + bytes(100),
@@ -36,15 +40,19 @@ from .codecs import BUILTIN
 from .spec import parse_spec
 
 # Types whose built-in decoders give values worth showing as they are (or as arrays); any
-# other type (bytes, images, npz, a user's own) is shown as its stored bytes.
-_SHOWN_DECODED = ("int", "float", "utf8", "json", "msgpack", "array")
+# other type (bytes, images, a user's own) is shown from its stored bytes.
+_SHOWN_DECODED = ("int", "float", "utf8", "json", "msgpack", "array", "npz")
 HEAD_BYTES = 16
 HEAD_ELEMENTS = 16
 
 
 def display_decoders(types: Iterable[str]) -> dict[str, Callable]:
     """A decoder for each type name in ``types`` that needs no user codec and no optional
-    package: the built-in one for values shown as they are, ``bytes`` for the rest."""
+    package: the built-in one for values shown decoded, ``bytes`` (as stored) for the rest.
+
+    >>> display_decoders(["int", "jpg", "my_type"])["jpg"]
+    <class 'bytes'>
+    """
     chosen: dict[str, Callable] = {}
     for name in types:
         codec = BUILTIN.get(name) if name in _SHOWN_DECODED else None
@@ -89,14 +97,22 @@ def format_datapoint(datapoint: Mapping[str, Any]) -> str:
     return json.dumps(display_value(datapoint), ensure_ascii=False)
 
 
-IMAGE_TYPES = ("jpg", "png")
 _MAGIC = {b"\xff\xd8\xff": "JPEG", b"\x89PNG\r\n\x1a\n": "PNG", b"GIF8": "GIF", b"RIFF": "WEBP"}
 TEXT_LIMIT = 2000  # characters of text or bytes shown
 
 
-def raw_decoders(spec: Mapping[str, str]) -> dict[str, Any]:
-    """Decoders that read image fields as their stored bytes (and leave the rest built in)."""
-    return {field.type: bytes for field in parse_spec(spec).values() if field.type in IMAGE_TYPES}
+def stored_decoders(types: Iterable[str]) -> dict[str, Callable]:
+    """A decoder for each type name in ``types`` keeping values as they are stored."""
+    return dict.fromkeys(types, bytes)
+
+
+def spec_types(spec: Mapping[str, str]) -> list[str]:
+    """The type names of the fields of ``spec`` (``"jpg[]:zstd"`` is of type ``jpg``).
+
+    >>> spec_types({"image": "jpg[]:zstd", "label": "int"})
+    ['jpg', 'int']
+    """
+    return [field.type for field in parse_spec(spec).values()]
 
 
 def image_format(data: bytes) -> str | None:

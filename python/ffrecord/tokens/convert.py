@@ -1,5 +1,5 @@
 """``convert_text``: text documents to a token dataset, tokenized in parallel processes,
-resumable after a failure.
+resumable after a failure (staged as every conversion is: ``converters._runner.Staging``).
 
 The output is a sharded token dataset (``000000``, ``000001``, ... of ``shard_docs``
 documents each, every shard with its token index) that ``TokenBlocks`` and
@@ -22,26 +22,24 @@ from the first document not in them.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import pickle
-import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from .. import _remote
+from .._paths import PathArg
 from .._progress import ProgressBar
-from ..dataset.spec import SPEC_FILE
+from ..converters._runner import Staging, refuse_taken
 from ..dataset.writer import shard_name
 from . import sources
 from .errors import TokenError, TokenizerError
 from .index import dtype_for_vocab
 from .writer import TokenWriter, as_tokens
 
-STATE_FILE = "convert.json"
 PARTIAL = ".partial"
 _BATCH_DOCS = 256
 
@@ -55,7 +53,7 @@ def byte_tokenizer(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-8"), np.uint8)
 
 
-def convert_text(source: Any, dest: Any, tokenizer: Callable[[str], Any], vocab_size: int, *,
+def convert_text(source: Any, dest: PathArg, tokenizer: Callable[[str], Any], vocab_size: int, *,
                  text_field: str = "text", keep: Iterable[str] = (), shard_docs: int = 100_000,
                  workers: int | None = None, progress: bool = True) -> dict[str, Any]:
     """Tokenizes the documents of ``source`` into the token dataset ``dest``.
@@ -78,7 +76,7 @@ def convert_text(source: Any, dest: Any, tokenizer: Callable[[str], Any], vocab_
         raise ValueError(f"shard_docs must be at least 1, got {shard_docs}")
     dtype = dtype_for_vocab(vocab_size)
     keep = list(keep)
-    if _remote.is_url(os.fspath(dest)):
+    if _remote.is_url(os.fsdecode(dest)):
         raise ValueError(f"{dest}: convert_text writes a local directory (upload it afterwards, or "
                          "write to s3:// with TokenWriter)")
     workers = (os.cpu_count() or 1) if workers is None else workers
@@ -88,14 +86,13 @@ def convert_text(source: Any, dest: Any, tokenizer: Callable[[str], Any], vocab_
         except Exception as exc:
             raise TypeError(f"the tokenizer goes to {workers} worker processes, so it must be picklable "
                             f"(a module-level function), or pass workers=0: {exc}") from None
-    dest = Path(os.fspath(dest))
-    if dest.exists():
-        raise FileExistsError(f"{dest} exists already")
-    partial = dest.with_name(dest.name + PARTIAL)
+    dest = Path(os.fsdecode(dest))
+    refuse_taken(dest)
+    staging = Staging(dest.with_name(dest.name + PARTIAL))
     state = {"source": sources.describe(source), "text_field": text_field, "keep": keep,
              "shard_docs": shard_docs, "vocab_size": int(vocab_size),
              "tokenizer": f"{getattr(tokenizer, '__module__', '?')}.{getattr(tokenizer, '__qualname__', type(tokenizer).__qualname__)}"}
-    done_shards = _resume(partial, state)
+    done_shards = _resume(staging, state)
     skip = done_shards * shard_docs
     total = sources.count(source)
     documents = tokens = 0
@@ -107,7 +104,7 @@ def convert_text(source: Any, dest: Any, tokenizer: Callable[[str], Any], vocab_
                                                              dtype, vocab_size, workers):
                 for k, array in enumerate(arrays):
                     if writer is None:
-                        writer = TokenWriter(partial / shard_name(shard), vocab_size,
+                        writer = TokenWriter(staging.path / shard_name(shard), vocab_size,
                                              spec=dict.fromkeys(keep, "json"))
                     writer.append_checked(array, extras[k])
                     documents += 1
@@ -126,35 +123,20 @@ def convert_text(source: Any, dest: Any, tokenizer: Callable[[str], Any], vocab_
                 writer.abort()
             raise
     if shard == 0:
-        shutil.rmtree(partial)
+        staging.discard()
         raise ValueError(f"{sources.describe(source)}: no documents to convert")
-    (partial / STATE_FILE).unlink()
-    os.rename(partial, dest)
+    staging.publish(dest)
     return {"documents": skip + documents, "tokens": tokens, "shards": shard, "resumed_documents": skip}
 
 
-def _resume(partial: Path, state: dict[str, Any]) -> int:
-    """The complete shards an earlier run left in ``partial`` (made and described now if
-    absent); incomplete ones are removed. A run with other settings is refused."""
-    state_path = partial / STATE_FILE
-    if not partial.exists():
-        partial.mkdir(parents=True)
-        state_path.write_text(json.dumps(state))
-        return 0
-    try:
-        earlier = json.loads(state_path.read_text())
-    except (OSError, ValueError):
-        raise FileExistsError(f"{partial} exists but is not a conversion in progress: remove it") from None
-    if earlier != state:
-        changed = sorted(k for k in state if earlier.get(k) != state[k])
-        raise ValueError(f"{partial} holds a conversion with other settings ({', '.join(changed)}): "
-                         "remove it to start again, or resume with the same settings")
+def _resume(staging: Staging, state: dict[str, Any]) -> int:
+    """The number of complete shards an earlier run left in ``staging`` (a new conversion
+    is started when there is none); what follows them is removed."""
+    staging.resume(state)
     done = 0
-    while (partial / shard_name(done) / SPEC_FILE).is_file():
+    while staging.complete(shard_name(done)):
         done += 1
-    for entry in partial.iterdir():
-        if entry.is_dir() and (not entry.name.isdigit() or int(entry.name) >= done):
-            shutil.rmtree(entry)
+    staging.keep_only(map(shard_name, range(done)))
     return done
 
 
