@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 #: the repository's root. Defined here, in a module importing nothing of the harness, so that
-#: the modules needing it (``isolated``, ``reference``) import no circle through ``contenders``.
+#: the modules needing it (``contenders.isolated``, ``contenders.reference_store``) import no
+#: circle through the ``contenders`` package.
 REPO = Path(__file__).resolve().parent.parent
 KiB = 1024
 #: samples this big are read in batches of 64 only, as the reference's benchmark did.

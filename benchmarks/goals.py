@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .results import Results, finite
-from .timing import pair_ratio
+from .results import Results, finite, pair_ratio
 
 
 @dataclass(frozen=True)
