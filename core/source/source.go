@@ -53,7 +53,8 @@ type Invalidator interface {
 var ErrCache = errors.New("chunk cache")
 
 // Open opens the object at url through its store (with opts); stats, when not nil, counts
-// the requests made. The store is chosen here, by the URL's scheme.
+// the requests made. HTTP(S) and S3 URLs both go to package remote's client; a new store
+// is chosen here, by the URL's scheme.
 func Open(url string, opts remote.Options, stats *Stats) (Source, error) {
 	return openRemote(url, opts, stats)
 }
