@@ -20,6 +20,16 @@ KiB = 1024
 LARGE_SAMPLE = 64 * KiB
 
 
+def size_label(size: int) -> str:
+    """How tables, goals and plots name a sample size.
+
+    Example:
+        >>> size_label(4096), size_label(512)
+        ('4 KiB', '512 B')
+    """
+    return f"{size // KiB} KiB" if size >= KiB else f"{size} B"
+
+
 @dataclass(frozen=True)
 class SizeSpec:
     """A dataset shape: ``count`` samples of ``size`` bytes each."""
@@ -29,7 +39,7 @@ class SizeSpec:
 
     @property
     def label(self) -> str:
-        return f"{self.size // KiB} KiB" if self.size >= KiB else f"{self.size} B"
+        return size_label(self.size)
 
     def __repr__(self) -> str:
         return f"SizeSpec({self.label} x {self.count})"

@@ -20,6 +20,7 @@ import math
 import sys
 from pathlib import Path
 
+from .config import size_label
 from .goals import Goal
 from .results import Cell, Results
 
@@ -121,7 +122,7 @@ def _label(cell: dict) -> str:
     if "bytes" in p:
         parts.append(f"{p['bytes'] >> 20} MiB")
     if "sample_size" in p:
-        parts.append(f"{p['sample_size'] // 1024} KiB" if p["sample_size"] >= 1024 else f"{p['sample_size']} B")
+        parts.append(size_label(p["sample_size"]))
     if "batch" in p and cell["workload"] != "resume":
         parts.append(f"b{p['batch']}")
     if "check" in p:
