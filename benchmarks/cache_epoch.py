@@ -1,6 +1,6 @@
 """Shuffled DataLoader epochs from object storage with the node-local chunk cache.
 
-One loopback server (``benchmarks/range_server.py``, its own process, ``--latency`` per
+One loopback server (``tests/range_server.py``, its own process, ``--latency`` per
 request, objects answered from memory, GETs and bytes counted) serves the dataset: N
 samples of 16 KiB as a plain ``.ffr`` file and as a structured ``{image, label}`` dataset.
 A shuffled epoch (``ffrecord.torch.DataLoader``, 2 workers, batch 64) is read, each epoch
@@ -37,7 +37,7 @@ import numpy as np
 if __name__ == "__main__":
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from benchmarks.range_server import STATS_PATH, RangeServer  # noqa: E402
+from tests.range_server import STATS_PATH, RangeServer  # noqa: E402
 
 SAMPLE = 16 << 10
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .results import Results, finite
-from .timing import pair_ratio
+from .config import size_label
+from .results import Cell, Results, finite, pair_ratio
 
 
 @dataclass(frozen=True)
@@ -104,9 +104,8 @@ def _fresh_goals(results: Results) -> list[Goal]:
     return goals
 
 
-def _size(cell) -> str:
-    size = cell.params["sample_size"]
-    return f"{size // 1024} KiB" if size >= 1024 else f"{size} B"
+def _size(cell: Cell) -> str:
+    return size_label(cell.params["sample_size"])
 
 
 def evaluate(results: Results) -> list[Goal]:
@@ -145,7 +144,7 @@ def evaluate(results: Results) -> list[Goal]:
                           16.0, "MiB", at_most=True))
     for cell in (c for c in results.cells if c.workload == "dataloader"):
         size, batch = cell.params["sample_size"], cell.params["batch"]
-        goals.append(Goal(f"DataLoader {size // 1024} KiB b{batch} >= 3x folder of files",
+        goals.append(Goal(f"DataLoader {size_label(size)} b{batch} >= 3x folder of files",
                           "same run", cell.ratios().get("ffrecord/folder"), 3.0))
     one = _median(results, "ffrecord", "resume", step=1)
     for cell in (c for c in results.cells if c.workload == "resume" and c.params["step"] > 1):

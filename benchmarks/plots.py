@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .config import size_label
 from .results import Cell, Results
 
 _COLORS = {"ffrecord": "#d62728", "ffrecord-direct": "#ff9896", "python": "#7f7f7f",
@@ -47,7 +48,7 @@ def _warm_groups(results: Results, check: bool) -> list[tuple[str, dict[str, flo
     groups = []
     for cell in (c for c in results.cells if c.workload == "warm_read" and c.params["check"] == check):
         size, batch = cell.params["sample_size"], cell.params["batch"]
-        groups.append((f"{size // 1024} KiB b{batch}", _gbps(cell)))
+        groups.append((f"{size_label(size)} b{batch}", _gbps(cell)))
     return groups
 
 
@@ -72,19 +73,19 @@ def draw(results: Results, out_dir: Path, mode: str) -> list[Path]:
     cold = []
     for cell in (c for c in results.cells if c.workload == "cold_read"):
         size, batch = cell.params["sample_size"], cell.params["batch"]
-        cold.append((f"{size // 1024} KiB b{batch}", _medians(cell)))
+        cold.append((f"{size_label(size)} b{batch}", _medians(cell)))
     _bars(axes[0], cold, "samples/s (log)", "cold random batch reads (cache dropped)")
     raw = results.find("limits", what="odirect_random_read", block=4096)
     if raw is not None:
         _limit_line(axes[0], raw.median("raw_qd64"), f"raw O_DIRECT 4 KiB QD64 ({raw.params['tool']})")
     writes = []
     for cell in (c for c in results.cells if c.workload == "write"):
-        writes.append((f"{cell.params['sample_size'] // 1024} KiB", _gbps(cell)))
+        writes.append((size_label(cell.params["sample_size"]), _gbps(cell)))
     _bars(axes[1], writes, "GB/s (log)", "write throughput")
     disk = results.find("limits", what="sequential_write_fsync")
     if disk is not None:
         _limit_line(axes[1], disk.median("write_fsync"), "disk: sequential write + fsync")
-    loaders = [(f"{c.params['sample_size'] // 1024} KiB b{c.params['batch']}", _medians(c))
+    loaders = [(f"{size_label(c.params['sample_size'])} b{c.params['batch']}", _medians(c))
                for c in results.cells if c.workload == "dataloader"]
     _bars(axes[2], loaders, "batches/s (log)", "DataLoader, 2 workers, bytes -> tensor")
     fig.tight_layout()

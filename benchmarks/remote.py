@@ -1,7 +1,7 @@
 """Remote reads side by side: ffrecord's core, s3fs (fsspec ``cat_ranges``) and obstore
 (``get_ranges``), fetching the same random batches from the same loopback server.
 
-The server (``benchmarks/range_server.py``, in its own process) answers every request after
+The server (``tests/range_server.py``, in its own process) answers every request after
 an injected latency (10 ms by default), as an object store across a network would; it
 speaks enough of the S3 API (path-style GET with a Range, HEAD) for all three clients.
 Each contender reads the same batches of ``--batch`` random samples of ``--sample`` bytes;
@@ -29,7 +29,7 @@ import numpy as np
 if __name__ == "__main__":
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from benchmarks.range_server import RangeServer  # noqa: E402
+from tests.range_server import RangeServer  # noqa: E402
 
 BUCKET, KEY = "bench", "data.ffr"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",

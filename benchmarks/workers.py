@@ -1,6 +1,6 @@
 """Workers that add speed (issue 19): ``python -m benchmarks.workers [--quick]``.
 
-Every figure is one measurement in a fresh process (``benchmarks.isolated``); the contenders
+Every figure is one measurement in a fresh process (``contenders.isolated``); the contenders
 of a comparison take turns, round after round, so that a busy moment of a shared machine
 hits them alike; the best round of each is reported, then the ratios. Page cache warm (the
 data is read through before the rounds).
@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from .contenders import contender_named
-from .isolated import call
+from .contenders.isolated import call
 
 IMAGE, STRUCT_BATCH = 16 << 10, 64
 TENSOR_SAMPLE, TENSOR_BATCH = 1 << 10, 256

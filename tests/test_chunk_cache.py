@@ -18,9 +18,8 @@ import pytest
 
 from ffrecord import FileReader, FileWriter
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.range_server import RangeServer  # noqa: E402
-from remote_fixtures import bucket, s3_endpoint  # noqa: E402, F401 - fixtures
+from range_server import RangeServer
+from remote_fixtures import bucket, s3_endpoint  # noqa: F401 - fixtures
 
 SAMPLE = 1000
 CHUNK = 8 * SAMPLE  # 8 samples a chunk

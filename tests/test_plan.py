@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +17,7 @@ from ffrecord import FileReader, FileWriter
 from ffrecord.cli import main
 from ffrecord.plan import plan
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.range_server import RangeServer  # noqa: E402
+from range_server import RangeServer
 
 N, SAMPLE, CHUNK, WINDOW, BATCH = 2400, 2048, 64 << 10, 4, 16
 NODES, GPUS = 2, 2

@@ -10,18 +10,14 @@ goroutines. Buffers handed to the reader are followed by a guard region checked 
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import REPO
 from ffrecord import FileReader, FileWriter
 
-sys.path.insert(0, str(REPO))
-
-from benchmarks.range_server import RangeServer  # noqa: E402
-from remote_fixtures import bucket, s3_endpoint  # noqa: E402, F401 - fixtures
+from range_server import RangeServer
+from remote_fixtures import bucket, s3_endpoint  # noqa: F401 - fixtures
 
 BOUNDARY_SIZES = (0, 1, 255, 256, 4095, 4096, 4097, 65535, 65536, 65537)
 COMPRESSIONS = (None, "lz4", "zstd")

@@ -1,7 +1,7 @@
 """Reading and writing over S3 and HTTP, on loopback only.
 
 S3 is moto's server (a real S3 API endpoint on 127.0.0.1); plain HTTP, with injected latency
-and faults, is the range server of ``benchmarks/range_server.py``.
+and faults, is the range server of ``tests/range_server.py``.
 """
 
 from __future__ import annotations
@@ -10,21 +10,17 @@ import hashlib
 import json
 import os
 import pickle
-import sys
 from pathlib import Path
 
 import pytest
 
 import ffrecord
-from conftest import REPO
 from ffrecord import FileReader, FileWriter
 from ffrecord.errors import CorruptFileError
 from ffrecord.utils import dump
 
-sys.path.insert(0, str(REPO))
-
-from benchmarks.range_server import RangeServer  # noqa: E402
-from remote_fixtures import bucket, keys, s3_endpoint  # noqa: E402, F401 - fixtures
+from range_server import RangeServer
+from remote_fixtures import bucket, keys, s3_endpoint  # noqa: F401 - fixtures
 
 def sha(b) -> str:
     return hashlib.sha256(bytes(b)).hexdigest()

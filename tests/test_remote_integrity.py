@@ -8,20 +8,16 @@ does not make the writer's local staging name too long.
 from __future__ import annotations
 
 import errno
-import sys
 import urllib.parse
 
 import numpy as np
 import pytest
 
-from conftest import REPO
 from ffrecord import FileReader, FileWriter, ObjectChangedError
 from ffrecord.errors import CorruptFileError
 
-sys.path.insert(0, str(REPO))
-
-from benchmarks.range_server import RangeServer  # noqa: E402
-from remote_fixtures import bucket, keys, s3_endpoint  # noqa: E402, F401 - fixtures
+from range_server import RangeServer
+from remote_fixtures import bucket, keys, s3_endpoint  # noqa: F401 - fixtures
 
 
 def ffr_bytes(tmp_path, samples: list[bytes], name: str = "f.ffr") -> bytes:

@@ -4,16 +4,12 @@ without the cache and one per chunk with it."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from ffrecord.dataset import DatasetReader, DatasetWriter
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.range_server import RangeServer  # noqa: E402
+from range_server import RangeServer
 
 N, IMAGE = 512, 2000
 

@@ -1,8 +1,8 @@
 """The storage formats compared: each writes the same samples and reads batches back.
 
 Example:
-    >>> sorted(c.name for c in all_contenders())[:2]
-    ['ffrecord', 'folder']
+    >>> [c.name for c in all_contenders()][:2]
+    ['ffrecord', 'reference']
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ class Contender(ABC):
     checks: tuple[bool, ...] = (False,)
     #: the PyPI package it needs, if any.
     package: str | None = None
-    #: measured only in processes of its own (``benchmarks/isolated.py``).
+    #: measured only in processes of its own (``contenders/isolated.py``).
     isolated: bool = False
     #: put first on the import path of its processes.
     pythonpath: str | None = None

@@ -11,13 +11,11 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-from ..cache import eviction_method, evict
 from ..config import read_batches
-from ..context import BenchContext, index_batches
+from ..context import BenchContext, evict, eviction_method, index_batches
 from ..contenders import Contender
-from ..isolated import runner
-from ..results import Cell
-from ..timing import interleaved
+from ..contenders.isolated import runner
+from ..results import Cell, interleaved
 
 
 def samples_per_rep(ctx: BenchContext, size: int, batch: int) -> int:

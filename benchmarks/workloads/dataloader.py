@@ -12,8 +12,7 @@ from __future__ import annotations
 import time
 
 from ..context import BenchContext, read_through
-from ..results import Cell
-from ..timing import interleaved
+from ..results import Cell, interleaved
 from .loader_datasets import FolderDataset, InMemoryDataset, LMDBDataset, stack_bytes
 
 WORKERS = 2

@@ -23,9 +23,8 @@ import numpy as np
 
 from ..context import BenchContext, read_through
 from ..contenders import Contender
-from ..isolated import call
-from ..results import Cell
-from ..timing import interleaved
+from ..contenders.isolated import call
+from ..results import Cell, interleaved
 from .write import writer
 
 PEERS = ("ffrecord", "reference", "lmdb", "granular", "array-record")

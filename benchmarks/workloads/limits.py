@@ -26,8 +26,7 @@ import time
 import numpy as np
 
 from ..context import BenchContext, index_batches
-from ..results import Cell
-from ..timing import interleaved, rate
+from ..results import Cell, interleaved, rate
 
 QUEUE_DEPTH = 64
 _ALIGN = 4096

@@ -10,15 +10,14 @@ file, which other processes share) and Anonymous (heap: memory private to this p
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from .. import ffr_format
+from ..contenders.isolated import child_env
+from ..contenders.python_loop import write_tiny_samples
 from ..context import BenchContext
-from ..results import Cell
-from ..timing import interleaved
+from ..results import Cell, interleaved
 
 # Runs in a fresh interpreter; argv: opener name, big file, tiny file. Prints one JSON line.
 _CHILD = r"""
@@ -64,13 +63,6 @@ METRICS = {
 }
 
 
-def child_env() -> dict[str, str]:
-    """The environment for child interpreters: this process's import path included."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
-    return env
-
-
 def measure_open(opener: str, big: Path, tiny: Path, n: int) -> dict[str, float]:
     """Runs one fresh process that opens ``big`` with ``opener``; returns its figures."""
     out = subprocess.run(
@@ -85,7 +77,7 @@ def run(ctx: BenchContext) -> None:
     ctx.log(f"open: {n} one-byte samples")
     big = ctx.one_byte_samples_file()
     tiny = ctx.scratch_dir("open") / "one.ffr"
-    ffr_format.write_tiny_samples(str(tiny), 1)
+    write_tiny_samples(str(tiny), 1)
     openers = [c.name for c in ctx.contenders if c.name in ("ffrecord", "python")]
     figures: dict[str, list[dict]] = {name: [] for name in openers}
 

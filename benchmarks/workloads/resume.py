@@ -14,8 +14,7 @@ import statistics
 import time
 
 from ..context import BenchContext
-from ..results import Cell
-from ..timing import interleaved
+from ..results import Cell, interleaved
 
 _TRIES = 5
 

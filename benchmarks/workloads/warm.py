@@ -14,9 +14,8 @@ from pathlib import Path
 from ..config import read_batches
 from ..context import BenchContext, index_batches, read_through
 from ..contenders import Contender
-from ..isolated import runner
-from ..results import Cell
-from ..timing import interleaved, rate
+from ..contenders.isolated import runner
+from ..results import Cell, interleaved, rate
 
 
 def measure(contender: Contender, root: str, n: int, batch: int, check: bool,

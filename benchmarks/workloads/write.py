@@ -13,8 +13,7 @@ import numpy as np
 from ..config import SizeSpec
 from ..context import BenchContext, index_batches, make_samples
 from ..contenders import Contender
-from ..results import Cell
-from ..timing import interleaved
+from ..results import Cell, interleaved
 
 
 def write_rate(contender: Contender, target: Path, samples: Sequence[bytes]) -> float:
@@ -45,7 +44,7 @@ def writer(ctx: BenchContext, contender: Contender, spec: SizeSpec, samples: lis
             target = ctx.scratch_dir(f"{scratch}-{contender.name}-{spec.size}")
         rep += 1
         if samples is None or contender.isolated:
-            from ..isolated import call
+            from ..contenders.isolated import call
 
             rate = call("benchmarks.workloads.write:write_generated", contender, str(target),
                         spec.size, spec.count)

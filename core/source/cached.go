@@ -142,8 +142,8 @@ func (c *Cached) ReadRanges(spans []Span) error {
 func (c *Cached) chunk(k int) (*chunk, error) {
 	off := c.bounds[k]
 	return c.store.get(c.chunkName(k), c.bounds[k+1]-off, func(buf []byte) error {
-		if o, ok := c.under.(*Object); ok {
-			return o.readWhole(Span{Off: off, Buf: buf})
+		if one, ok := c.under.(SpanReader); ok {
+			return one.ReadSpan(Span{Off: off, Buf: buf})
 		}
 		return c.under.ReadRanges([]Span{{Off: off, Buf: buf}})
 	}, c.stats)

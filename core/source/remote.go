@@ -37,5 +37,5 @@ func (o *Object) Close() error    { return nil } // connections belong to the sh
 // ReadRanges reads spans with concurrent range requests, nearby spans merged.
 func (o *Object) ReadRanges(spans []Span) error { return o.obj.ReadRanges(spans) }
 
-// readWhole reads one span with exactly one request (a chunk: one GET).
-func (o *Object) readWhole(sp Span) error { return o.obj.ReadSpan(sp) }
+// ReadSpan reads one span with exactly one request (a chunk: one GET).
+func (o *Object) ReadSpan(sp Span) error { return o.obj.ReadSpan(sp) }

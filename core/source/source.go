@@ -1,8 +1,9 @@
-// Package source is the one place where sample bytes come from: a Source reads byte
-// ranges of one file or object. Local files, HTTP(S) and S3 objects (package remote) are
-// Sources, and the node-local chunk cache (Cached) is a Source that sits under any other.
-// A new backend (GCS, Azure) implements Source and is chosen in Open; a new cache policy
-// wraps a Source the way Cached does.
+// Package source is where the bytes of a remote file come from: a Source reads byte ranges
+// of one object. HTTP(S) and S3 objects (package remote) are Sources, and the node-local
+// chunk cache (Cached) is a Source over any other. A new backend (GCS, Azure) implements
+// Source (and SpanReader when it can read a span in one request) and is chosen in Open; a
+// new cache policy wraps a Source the way Cached does. Local files are not Sources: the
+// core maps them and reads them through its I/O engines (core/internal/engine).
 package source
 
 import (
@@ -34,6 +35,13 @@ type Source interface {
 	Close() error
 }
 
+// SpanReader is a Source that can read one span with exactly one request (an object
+// store's ranged GET); the chunk cache then downloads each chunk in one request, where
+// ReadRanges may split or merge spans.
+type SpanReader interface {
+	ReadSpan(sp Span) error
+}
+
 // Invalidator is a Source that keeps copies (a cache): Invalidate drops the copies of
 // bytes [off, end) found damaged, so that the next read fetches them again.
 type Invalidator interface {
@@ -44,32 +52,11 @@ type Invalidator interface {
 // written, a full disk, a limit smaller than the working set).
 var ErrCache = errors.New("chunk cache")
 
-// Open opens the file or object at name: a URL through its remote store (with opts),
-// anything else as a local file. stats, when not nil, counts the requests made.
-func Open(name string, opts remote.Options, stats *Stats) (Source, error) {
-	var src Source
-	var err error
-	if remote.IsURL(name) {
-		src, err = openRemote(name, opts, stats)
-	} else {
-		src, err = OpenFile(name)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return src, nil
-}
-
-// rangeError is err as the error of the one span of a single-span read.
-func rangeError(off int64, n int, err error) error {
-	if err == nil {
-		return nil
-	}
-	var se *SpanError
-	if errors.As(err, &se) {
-		return err
-	}
-	return &SpanError{Index: 0, Off: off, End: off + int64(n), Err: err}
+// Open opens the object at url through its store (with opts); stats, when not nil, counts
+// the requests made. HTTP(S) and S3 URLs both go to package remote's client; a new store
+// is chosen here, by the URL's scheme.
+func Open(url string, opts remote.Options, stats *Stats) (Source, error) {
+	return openRemote(url, opts, stats)
 }
 
 // describe formats a byte count for messages.

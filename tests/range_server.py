@@ -1,7 +1,12 @@
 """A small range-capable HTTP/1.1 server on loopback, with injected latency and faults.
 
-The tests use it to drive the core's retries, deadlines and concurrency; the remote
-benchmark uses it to put every contender behind the same server with the same latency.
+A test double: the tests use it to drive the core's retries, deadlines and concurrency
+(``from range_server import RangeServer``; pytest puts ``tests/`` on the path). The
+object-storage benchmarks (``benchmarks/remote.py``, ``benchmarks/cache_epoch.py``) use the
+same server, imported as ``tests.range_server``, to put every contender behind one loopback
+endpoint with the same latency: a second server for them would repeat the range, ETag and
+keep-alive handling below with the faults left out. It imports nothing but the standard
+library, so both can load it.
 
 >>> import urllib.request
 >>> with RangeServer({"/a.bin": b"0123456789"}) as srv:

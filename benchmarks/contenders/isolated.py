@@ -6,7 +6,7 @@ run every contender that way. The child imports ``module``, rebuilds the contend
 calls ``function(contender, *args)`` and prints its JSON result as the last line.
 
 Example:
-    >>> call("benchmarks.isolated:echo", None, 1, "a")
+    >>> call("benchmarks.contenders.isolated:echo", None, 1, "a")
     [1, 'a']
 """
 
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .config import REPO
+from ..config import REPO
 
 TIMEOUT_S = 600
 
@@ -41,7 +41,7 @@ def call(target: str, contender: Any, *args: Any) -> Any:
     name = None if contender is None else contender.name
     job = json.dumps({"target": target, "contender": name, "args": [_plain(a) for a in args]})
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.isolated", job], capture_output=True, text=True,
+        [sys.executable, "-m", "benchmarks.contenders.isolated", job], capture_output=True, text=True,
         env=child_env(getattr(contender, "pythonpath", None)), cwd=REPO, timeout=TIMEOUT_S,
     )
     if proc.returncode != 0:
@@ -77,7 +77,7 @@ def _main(job_text: str) -> None:
     func = _resolve(job["target"])
     contender = None
     if job["contender"] is not None:
-        from .contenders import contender_named
+        from . import contender_named
 
         contender = contender_named(job["contender"])
     print(json.dumps(func(contender, *job["args"])))
