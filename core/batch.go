@@ -130,6 +130,9 @@ func (r *Reader) fetch(b *batch, dst []byte) error {
 		return r.fetchRemote(b, dst)
 	}
 	r.noteLookups(len(b.items))
+	if len(b.items) == 1 && !r.opts.Direct {
+		return r.fetchOne(&b.items[0], dst)
+	}
 	if r.opts.Direct || r.window.streamData || !r.resident(b.items) {
 		return r.readCold(b, dst, r.opts.Direct)
 	}
@@ -138,6 +141,26 @@ func (r *Reader) fetch(b *batch, dst []byte) error {
 		it.src = it.file.data[it.off:it.end]
 	}
 	return nil
+}
+
+// fetchOne brings a lone sample into memory. A single read blocks on at most one trip to
+// the disk whichever way it goes, so there is nothing for a residency probe or the
+// engine's queue to win: it is copied from the mapping, or read with one blocking system
+// call on this thread when the data is not read through the mappings.
+func (r *Reader) fetchOne(it *batchItem, dst []byte) error {
+	if !r.window.streamData {
+		it.src = it.file.data[it.off:it.end]
+		return nil
+	}
+	if it.inPlace() {
+		it.src = dst[it.out : it.out+it.size]
+	} else {
+		it.src = make([]byte, it.end-it.off)
+	}
+	if len(it.src) == 0 {
+		return nil
+	}
+	return shrunk(engine.ReadFull(it.file.fd, it.src, int64(it.off)))
 }
 
 // faultAt is the withFaultGuard location of the batch item *cur points to, or of the file
@@ -213,7 +236,12 @@ func readWith(eng engine.Engine, reqs []engine.Request, direct bool) error {
 	if len(reqs) == 0 {
 		return nil
 	}
-	err := eng.Read(reqs, direct)
+	return shrunk(eng.Read(reqs, direct))
+}
+
+// shrunk reports a read that met the end of its file as ErrCorrupt: the header placed the
+// sample inside the file when it was opened.
+func shrunk(err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("%w: a file of the dataset shrank while open: %w", ErrCorrupt, err)
 	}

@@ -246,10 +246,11 @@ class DatasetReader(Readable):
         # Held in memory: the fields named, and when remote the small fixed-size ones
         # (labels, ids), which would otherwise cost a request per batch.
         self._held = set(self.cache_keys) | (self._small_fields() if self._remote else set())
-        self._single: tuple | None = None  # (SampleReads, readers, [(field, decoder)])
+        # Datapoints of plain fields read one at a time: one native call for all fields.
+        self._single: tuple | None = None  # (SampleReads, readers, [(name, decoder)])
         if not self._held and not any(field.sequence for field in self._fields.values()):
             self._single = (SampleReads(len(self._readers)), list(self._readers.values()),
-                            [(field, self._decoders[name]) for name, field in self._fields.items()])
+                            [(name, self._decoders[name]) for name in self._fields])
 
     def _small_fields(self) -> set[str]:
         small = set()
@@ -260,23 +261,23 @@ class DatasetReader(Readable):
                 small.add(name)
         return small
 
-    def __getitem__(self, key: Any) -> dict[str, Any]:
-        if type(key) is int and self._single is not None:
-            return self._read_one(key if 0 <= key < self._length else one_index(key, self._length))
-        return super().__getitem__(key)
-
-    def _read_one(self, index: int) -> dict[str, Any]:
-        """Datapoint ``index`` of plain fields: one native call for all of them."""
-        reads, readers, decoders = self._single
+    def __getitem__(self, key: Any) -> Any:
+        single = self._single
+        if single is None or type(key) is not int:
+            return super().__getitem__(key)
+        # One datapoint of plain fields: everything per call that could be worked out at
+        # open was, so the cost is one native call and the decoders.
+        index = key if 0 <= key < self._length else one_index(key, self._length)
+        reads, readers, decoders = single
         buf, sizes = reads.read(index, readers)
         view = memoryview(buf)
         out, at = {}, 0
-        for (field, decode), size in zip(decoders, sizes):
-            try:
-                out[field.name] = decode(view[at:at + size])
-            except Exception as exc:
-                raise self._decode_error(field, index, None, exc) from exc
-            at += size
+        try:
+            for (name, decode), size in zip(decoders, sizes):
+                out[name] = decode(view[at:at + size])
+                at += size
+        except Exception as exc:
+            raise self._decode_error(self._fields[name], index, None, exc) from exc
         return out
 
     def _open_field(self, field: Field) -> FileReader:
