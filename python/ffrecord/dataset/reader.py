@@ -549,14 +549,8 @@ class DatasetReader(Readable):
         self._check_counts(field, idx, sizes, stored)
         if stop is not None and (stored < stop).any():
             raise self._past_end(field, idx, stored.astype(np.int64), start, stop)
-        entries = buf[sequence.HEADER * k:].view(sequence.ENTRY)
-        # Every step-th entry of each sequence's run [first, stop), as flat positions.
-        runs = stops - firsts
-        per = -(-runs // step)
-        owner = np.repeat(np.arange(k), per)
-        rank = np.arange(len(owner)) - np.repeat(np.cumsum(per) - per, per)
-        picked = entries[np.repeat(np.cumsum(runs) - runs, per) + rank * step]
-        numbers = firsts[owner] + rank * step
+        positions, owner, numbers, per = sequence.stepped_runs(firsts, stops, step)
+        picked = buf[sequence.HEADER * k:].view(sequence.ENTRY)[positions]
         self._check_layout(field, idx, per, picked["offset"], picked["length"], stored, sizes)
         elements = np.empty((len(picked), 3), np.uint64)
         elements[:, 0], elements[:, 1], elements[:, 2] = idx[owner], picked["offset"], picked["length"]
