@@ -150,10 +150,7 @@ func (f *dataFile) parseHeader(check bool, warnings *[]string) error {
 			"%s: metadata checksum is 0 (file from an old writer): metadata not validated", f.path))
 	}
 	if check {
-		if err := f.checkMetadata(); err != nil {
-			return err
-		}
-		if err := f.checkOffsets(warnings); err != nil {
+		if err := f.checkHeader(warnings); err != nil {
 			return err
 		}
 	}
@@ -174,39 +171,6 @@ func (f *dataFile) checkMetadata() error {
 	}
 	if got := f.checksumRange(metaChecksumSize, f.header); got != stored {
 		return errorf(f.path, -1, ErrChecksum, "metadata: stored 0x%08x, computed 0x%08x", stored, got)
-	}
-	return nil
-}
-
-// checkOffsets validates every offset: the first at the end of the header, none
-// decreasing. Offsets past the end of the file mean the file was cut short inside the
-// data: the samples before the cut stay readable, so that is a warning here and an error
-// for each missing sample when it is read.
-func (f *dataFile) checkOffsets(warnings *[]string) error {
-	if f.stored == 0 {
-		return nil
-	}
-	prev, cut := f.header, false
-	base := offsetsAt(f.stored)
-	for i := uint64(0); i < f.stored; {
-		chunkStart, chunkEnd := i, min(f.stored, i+validationChunk/offsetSize)
-		for ; i < chunkEnd; i++ {
-			off := le.Uint64(f.data[base+offsetSize*i:])
-			switch {
-			case i == 0 && off != f.header:
-				return errorf(f.path, 0, ErrCorrupt,
-					"offset %d is not the end of the header (%d)", off, f.header)
-			case off < prev:
-				return errorf(f.path, int64(i), ErrCorrupt,
-					"offset %d is before the previous one (%d)", off, prev)
-			case off > f.size && !cut:
-				cut = true
-				*warnings = append(*warnings, fmt.Sprintf(
-					"%s: file is cut short (%d bytes): samples from %d on are missing", f.path, f.size, max(i, 1)-1))
-			}
-			prev = off
-		}
-		f.release(base+offsetSize*chunkStart, base+offsetSize*i)
 	}
 	return nil
 }

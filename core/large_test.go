@@ -36,8 +36,8 @@ func TestSpansPastFourGiB(t *testing.T) {
 		}
 	}
 	var warnings []string
-	if err := f.checkOffsets(&warnings); err != nil || len(warnings) != 0 {
-		t.Fatalf("checkOffsets: %v %q", err, warnings)
+	if err := f.checkHeader(&warnings); err != nil || len(warnings) != 0 {
+		t.Fatalf("checkHeader: %v %q", err, warnings)
 	}
 	var it batchItem
 	r := &Reader{}

@@ -29,3 +29,31 @@ def test_dump_and_dataset_writer_take_durable(tmp_path):
     with DatasetWriter(tmp_path / "ds", {"label": "int", "image": "bytes"}, durable=False) as writer:
         writer.append({"label": 4, "image": b"abc"})
     assert DatasetReader(tmp_path / "ds")[0] == {"label": 4, "image": b"abc"}
+
+
+def test_every_writer_made_for_a_user_passes_durable_down(tmp_path, monkeypatch):
+    """ShardedDatasetWriter, TokenWriter and write_iterable make their FileWriters with the
+    durability asked for (the default stays durable)."""
+    from ffrecord.converters.records import write_iterable
+    from ffrecord.dataset import ShardedDatasetReader, ShardedDatasetWriter
+    from ffrecord.tokens import TokenWriter
+
+    made = []
+    original = FileWriter.__init__
+
+    def spy(self, *args, **kwargs):
+        made.append(kwargs.get("durable", True))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FileWriter, "__init__", spy)
+    for durable in (False, True):
+        made.clear()
+        with ShardedDatasetWriter(tmp_path / f"sharded{durable}", {"n": "int"}, shardlen=2,
+                                  durable=durable) as writer:
+            for k in range(3):
+                writer.append({"n": k})
+        with TokenWriter(tmp_path / f"tokens{durable}", 100, durable=durable) as tokens:
+            tokens.append([1, 2, 3])
+        assert write_iterable([b"a", b"bc"], tmp_path / f"{durable}.ffr", durable=durable) == 2
+        assert made and set(made) == {durable}
+        assert [d["n"] for d in ShardedDatasetReader(tmp_path / f"sharded{durable}")] == [0, 1, 2]

@@ -73,7 +73,7 @@ class FFRecordDatasink(Datasink):
 
     def __init__(self, path: Any, samples_per_file: int, *, column: str | None = None,
                  spec: Mapping[str, str] | None = None, encoders: Mapping[str, Callable] | None = None,
-                 compression: str | None = None) -> None:
+                 compression: str | None = None, durable: bool = True) -> None:
         if isinstance(samples_per_file, bool) or not isinstance(samples_per_file, int) \
                 or samples_per_file < 1:
             raise ValueError(f"samples_per_file must be a positive integer, got {samples_per_file!r}")
@@ -100,6 +100,7 @@ class FFRecordDatasink(Datasink):
         self._array_fields = {n: f.sequence for n, f in fields.items() if f.type == "array"}
         self.encoders = encoders
         self.compression = compression
+        self.durable = bool(durable)  # False: no fsync of files or directories
         # Hidden, beside the destination: same file system, so the commit is one rename.
         self.staging = self.path.parent / f"{_STAGING_PREFIX}{self.path.name}-{uuid.uuid4().hex[:12]}"
 
@@ -126,12 +127,14 @@ class FFRecordDatasink(Datasink):
             count = min(self.samples_per_file, total - start)
             target = self.staging / f"{ctx.task_idx}-{k}"
             if self.spec is None:
-                with FileWriter(target, count, compression=self.compression) as writer:
+                with FileWriter(target, count, compression=self.compression,
+                                durable=self.durable) as writer:
                     for _ in range(count):
                         writer.write_one(next(rows))
             else:
                 shutil.rmtree(target, ignore_errors=True)  # an earlier attempt of this task
-                with DatasetWriter(target, self.spec, self.encoders, length=count) as writer:
+                with DatasetWriter(target, self.spec, self.encoders, length=count,
+                                   durable=self.durable) as writer:
                     for _ in range(count):
                         writer.append(next(rows))
             written.append((ctx.task_idx, k, count))
@@ -174,13 +177,13 @@ class FFRecordDatasink(Datasink):
         staging.keep_only(f".{name}" for name in final)  # what an interrupted attempt left
         for name in final:
             os.rename(self.staging / f".{name}", self.staging / name)
-        staging.publish(self.path)
+        staging.publish(self.path, durable=self.durable)
 
     def _write_empty(self, target: Path) -> None:
         if self.spec is None:
-            FileWriter(target, 0, compression=self.compression).close()
+            FileWriter(target, 0, compression=self.compression, durable=self.durable).close()
         else:
-            DatasetWriter(target, self.spec, self.encoders, length=0).close()
+            DatasetWriter(target, self.spec, self.encoders, length=0, durable=self.durable).close()
 
     def on_write_failed(self, error: Exception) -> None:
         Staging(self.staging).discard()
@@ -207,7 +210,8 @@ def _datapoint(row: Mapping[str, Any], array_fields: Mapping[str, bool]) -> dict
 def write_ffrecord(ds: ray.data.Dataset, path: Any, samples_per_file: int = 100_000, *,
                    column: str | None = None, spec: Mapping[str, str] | None = None,
                    encoders: Mapping[str, Callable] | None = None,
-                   compression: str | None = None, concurrency: int | None = None) -> None:
+                   compression: str | None = None, concurrency: int | None = None,
+                   durable: bool = True) -> None:
     """Writes ``ds`` to the directory ``path`` (which must not exist, or be empty).
 
     Without ``spec``, each row's ``column`` (by default the dataset's only column) is one
@@ -223,13 +227,14 @@ def write_ffrecord(ds: ray.data.Dataset, path: Any, samples_per_file: int = 100_
     Each write task writes its own files, each crash-safe as ``FileWriter`` writes them, into
     a hidden staging directory beside ``path``; ``path`` appears, complete, only when every
     task has succeeded, and a failed job leaves neither ``path`` nor the staging directory.
-    ``concurrency`` caps the write tasks running at once.
+    ``concurrency`` caps the write tasks running at once. ``durable=False`` skips every
+    fsync (of the files and of the directories), for scratch output a crash may lose.
 
     >>> write_ffrecord(ray.data.range(10).map(lambda r: {"bytes": b"%d" % r["id"]}),
     ...                "out", samples_per_file=4)                # doctest: +SKIP
     """
     sink = FFRecordDatasink(path, samples_per_file, column=column, spec=spec, encoders=encoders,
-                            compression=compression)
+                            compression=compression, durable=durable)
     ds.write_datasink(sink, concurrency=concurrency)
 
 

@@ -118,13 +118,14 @@ class Staging:
             if entry.name not in keep:
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
 
-    def publish(self, destination: PathArg, only: str | None = None) -> None:
+    def publish(self, destination: PathArg, only: str | None = None, durable: bool = True) -> None:
         """Moves the staged outputs to ``destination`` (absent, or an empty directory): the
-        whole directory, or with ``only`` that one output of it; synced, so that after a
-        crash the destination is either absent or complete."""
+        whole directory, or with ``only`` that one output of it; synced unless ``durable`` is
+        false, so that after a crash the destination is either absent or complete."""
         destination = Path(os.fsdecode(destination))
         (self.path / MANIFEST).unlink(missing_ok=True)
-        sync_directory(self.path)
+        if durable:
+            sync_directory(self.path)
         if destination.is_dir():
             destination.rmdir()  # empty (checked at the start); fails if something came since
         if only is None:
@@ -132,7 +133,8 @@ class Staging:
         else:
             os.rename(self.path / only, destination)
             self.path.rmdir()
-        sync_directory(destination.parent)
+        if durable:
+            sync_directory(destination.parent)
 
     def discard(self) -> None:
         """Removes the staging directory and all it holds."""

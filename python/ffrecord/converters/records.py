@@ -222,12 +222,14 @@ def _ofrecord_part(path: Path) -> bool:
 
 
 def write_iterable(samples: Iterable, out: PathLike, *, n: Optional[int] = None,
-                   compression: Optional[str] = None, verbose: bool = False) -> int:
+                   compression: Optional[str] = None, verbose: bool = False,
+                   durable: bool = True) -> int:
     """Writes every bytes-like item of ``samples`` to ``out``; returns the number written.
 
     ``n`` (or ``len(samples)`` when it has one) lets the writer lay the file out directly;
     without it the samples are staged and the header is written at the end, which costs one
     more pass over the data on disk. Nothing is left at ``out`` if anything fails.
+    ``durable=False`` skips the fsyncs (scratch output: see ``FileWriter``).
 
     Example:
         >>> write_iterable((str(i).encode() for i in range(1000)), "numbers.ffr")  # doctest: +SKIP
@@ -236,7 +238,7 @@ def write_iterable(samples: Iterable, out: PathLike, *, n: Optional[int] = None,
     if n is None and hasattr(samples, "__len__"):
         n = len(samples)
     samples = progress(samples, verbose, f"write {os.fspath(out)}", total=n)
-    with FileWriter(out, n, compression=compression) as writer:
+    with FileWriter(out, n, compression=compression, durable=durable) as writer:
         for sample in samples:
             writer.write_one(sample)
         return writer.count

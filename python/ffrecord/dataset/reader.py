@@ -246,10 +246,11 @@ class DatasetReader(Readable):
         # Held in memory: the fields named, and when remote the small fixed-size ones
         # (labels, ids), which would otherwise cost a request per batch.
         self._held = set(self.cache_keys) | (self._small_fields() if self._remote else set())
-        self._single: tuple | None = None  # (SampleReads, readers, [(field, decoder)])
+        # Datapoints of plain fields read one at a time: one native call for all fields.
+        self._single: tuple | None = None  # (SampleReads, readers, [(name, decoder)])
         if not self._held and not any(field.sequence for field in self._fields.values()):
             self._single = (SampleReads(len(self._readers)), list(self._readers.values()),
-                            [(field, self._decoders[name]) for name, field in self._fields.items()])
+                            [(name, self._decoders[name]) for name in self._fields])
 
     def _small_fields(self) -> set[str]:
         small = set()
@@ -260,23 +261,23 @@ class DatasetReader(Readable):
                 small.add(name)
         return small
 
-    def __getitem__(self, key: Any) -> dict[str, Any]:
-        if type(key) is int and self._single is not None:
-            return self._read_one(key if 0 <= key < self._length else one_index(key, self._length))
-        return super().__getitem__(key)
-
-    def _read_one(self, index: int) -> dict[str, Any]:
-        """Datapoint ``index`` of plain fields: one native call for all of them."""
-        reads, readers, decoders = self._single
+    def __getitem__(self, key: Any) -> Any:
+        single = self._single
+        if single is None or type(key) is not int:
+            return super().__getitem__(key)
+        # One datapoint of plain fields: everything per call that could be worked out at
+        # open was, so the cost is one native call and the decoders.
+        index = key if 0 <= key < self._length else one_index(key, self._length)
+        reads, readers, decoders = single
         buf, sizes = reads.read(index, readers)
         view = memoryview(buf)
         out, at = {}, 0
-        for (field, decode), size in zip(decoders, sizes):
-            try:
-                out[field.name] = decode(view[at:at + size])
-            except Exception as exc:
-                raise self._decode_error(field, index, None, exc) from exc
-            at += size
+        try:
+            for (name, decode), size in zip(decoders, sizes):
+                out[name] = decode(view[at:at + size])
+                at += size
+        except Exception as exc:
+            raise self._decode_error(self._fields[name], index, None, exc) from exc
         return out
 
     def _open_field(self, field: Field) -> FileReader:
@@ -492,7 +493,7 @@ class DatasetReader(Readable):
                                    f"{field.name!r}: {what}")
 
     def _decode_elements(self, field: Field, index: int, source: memoryview, offs: list[int],
-                         lens: list[int], numbers: np.ndarray) -> list[Any]:
+                         lens: list[int], numbers: Any) -> list[Any]:
         decode = self._decoders[field.name]
         values = []
         for k, (off, length) in enumerate(zip(offs, lens)):
@@ -520,61 +521,63 @@ class DatasetReader(Readable):
         return counts.astype(np.int64)
 
     def _sequence_ranges(self, field: Field, chosen: Selection, idx: np.ndarray) -> list[list]:
-        """A range of elements of each sequence, reading only their table entries and bytes:
-        one ranged read for the counts and table entries, one for the elements."""
+        """Elements ``range(start, stop, step)`` of each sequence at ``idx`` (``stop`` None:
+        to each one's end), reading only counts, table entries and the elements picked:
+        one ranged read for the counts and the entries of ``[start, stop)`` of every
+        sequence (preceded by one for the counts when they decide where ranges stop), one
+        for the elements."""
         start, stop, step = chosen
         reader = self._readers[field.name]
         k = len(idx)
-        if stop is None:  # open-ended: the counts decide where each range stops
-            counts = self._counts(field, idx)
-            return [self._sequence_ranges(field, (min(start, n), n, step), idx[j:j + 1])[0]
-                    for j, n in enumerate(counts.tolist())]
         sizes = reader.sizes(idx)
-        # Validated before anything is sized by it: a range past what a sample can hold
-        # (range(0, 2**40)) is past its count.
-        if (sequence.capacity(sizes) < min(stop, _MAX_STOP)).any():
-            counts = self._counts(field, idx)
-            j = int(np.argmax(counts < stop))
-            raise self._range_error(field, int(idx[j]), int(counts[j]), start, stop)
-        m = stop - start
-        table_at, table_len = sequence.table_bytes(start, stop)
-        triples = np.empty((2 * k, 3), np.uint64)
-        triples[0::2, 0] = triples[1::2, 0] = idx
-        triples[0::2, 1], triples[0::2, 2] = 0, sequence.HEADER
-        triples[1::2, 1], triples[1::2, 2] = table_at, table_len
-        buf, _ = reader.read_ranges(triples)
-        rows = buf.reshape(k, sequence.HEADER + table_len)
-        stored = rows[:, :sequence.HEADER].copy().view("<u8").reshape(k)
+        if stop is None:
+            stops = self._counts(field, idx)
+        elif (sequence.capacity(sizes) < min(stop, _MAX_STOP)).any():
+            # Refused before anything is sized by it: a range past what a sample can hold
+            # (range(0, 2**40)) is past its count.
+            raise self._past_end(field, idx, self._counts(field, idx), start, stop)
+        else:
+            stops = np.full(k, stop, np.int64)
+        firsts = np.minimum(min(start, _MAX_STOP), stops)  # an open range may start past the end
+        table_at, table_len = sequence.table_bytes(firsts, stops)
+        triples = np.zeros((2 * k, 3), np.uint64)
+        triples[:, 0] = np.tile(idx, 2)
+        triples[:k, 2] = sequence.HEADER
+        triples[k:, 1], triples[k:, 2] = table_at, table_len
+        buf, _ = reader.read_ranges(triples)  # the k counts, then the k tables back to back
+        stored = buf[:sequence.HEADER * k].view("<u8")
         self._check_counts(field, idx, sizes, stored)
-        counts = stored.astype(np.int64)
-        if (counts < stop).any():
-            j = int(np.argmax(counts < stop))
-            raise self._range_error(field, int(idx[j]), int(counts[j]), start, stop)
-        table = np.ascontiguousarray(rows[:, sequence.HEADER:]).view(sequence.ENTRY).reshape(k, m)[:, ::step]
-        numbers = np.arange(start, stop, step)
-        per = table.shape[1]
-        self._check_layout(field, idx, per, table["offset"].reshape(-1), table["length"].reshape(-1),
-                           stored, sizes)
-        elements = np.empty((k * per, 3), np.uint64)
-        elements[:, 0] = np.repeat(idx, per)
-        elements[:, 1] = table["offset"].reshape(-1)
-        elements[:, 2] = table["length"].reshape(-1)
+        if stop is not None and (stored < stop).any():
+            raise self._past_end(field, idx, stored.astype(np.int64), start, stop)
+        positions, owner, numbers, per = sequence.stepped_runs(firsts, stops, step)
+        picked = buf[sequence.HEADER * k:].view(sequence.ENTRY)[positions]
+        self._check_layout(field, idx, per, picked["offset"], picked["length"], stored, sizes)
+        elements = np.empty((len(picked), 3), np.uint64)
+        elements[:, 0], elements[:, 1], elements[:, 2] = idx[owner], picked["offset"], picked["length"]
         data, offsets = reader.read_ranges(elements)
         view = memoryview(data)
-        starts = offsets[:-1].reshape(k, per)
         if self.check_data:
-            self._check_element_crcs(field, idx, view, offsets, table["crc"].reshape(-1), numbers)
-        lengths = table["length"].tolist()
-        return [self._decode_elements(field, int(idx[j]), view, starts[j].tolist(), lengths[j], numbers)
-                for j in range(k)]
+            self._check_element_crcs(field, idx[owner], view, offsets, picked["crc"], numbers)
+        bounds, lengths, numbers = offsets.tolist(), picked["length"].tolist(), numbers.tolist()
+        ends = np.cumsum(per).tolist()
+        return [self._decode_elements(field, int(idx[j]), view, bounds[end - n:end], lengths[end - n:end],
+                                      numbers[end - n:end])
+                for j, (n, end) in enumerate(zip(per.tolist(), ends))]
 
-    def _check_element_crcs(self, field: Field, idx: np.ndarray, view: memoryview,
+    def _past_end(self, field: Field, idx: np.ndarray, counts: np.ndarray, start: int,
+                  stop: int) -> SequenceRangeError:
+        """The range error of the first datapoint of ``idx`` holding fewer than ``stop``."""
+        j = int(np.argmax(counts < stop))
+        return self._range_error(field, int(idx[j]), int(counts[j]), start, stop)
+
+    def _check_element_crcs(self, field: Field, owners: np.ndarray, view: memoryview,
                             offsets: np.ndarray, want: np.ndarray, numbers: np.ndarray) -> None:
+        """Each element read (``owners``: its datapoint, ``numbers``: its place in the
+        sequence) against the CRC-32 of its table entry."""
         bounds = offsets.tolist()
         for e, expected in enumerate(want.tolist()):
             if zlib.crc32(view[bounds[e]:bounds[e + 1]]) != expected:
-                j, n = divmod(e, len(numbers))
-                raise self._corrupt(field, int(idx[j]), f"element {int(numbers[n])}: CRC-32 mismatch")
+                raise self._corrupt(field, int(owners[e]), f"element {int(numbers[e])}: CRC-32 mismatch")
 
     # -- lifetime ---------------------------------------------------------------------
 

@@ -134,3 +134,19 @@ def damage(sample: memoryview) -> str | None:
 def table_bytes(start: int, stop: int) -> tuple[int, int]:
     """``(offset, length)`` in a sample of the table entries of elements ``[start, stop)``."""
     return HEADER + ENTRY.itemsize * start, ENTRY.itemsize * (stop - start)
+
+
+def stepped_runs(firsts: np.ndarray, stops: np.ndarray, step: int) -> tuple[np.ndarray, ...]:
+    """Elements ``range(firsts[j], stops[j], step)`` of sequences ``j`` whose table entries
+    ``[firsts[j], stops[j])`` lie back to back: ``(positions, owners, numbers, per)``, the
+    place of each picked entry among them, its sequence, its element number, and how many
+    each sequence gives.
+
+    >>> [a.tolist() for a in stepped_runs(np.array([1, 0]), np.array([6, 2]), 2)]
+    [[0, 2, 4, 5], [0, 0, 0, 1], [1, 3, 5, 0], [3, 1]]
+    """
+    runs = stops - firsts
+    per = -(-runs // step)
+    owners = np.repeat(np.arange(len(runs)), per)
+    rank = np.arange(len(owners)) - np.repeat(np.cumsum(per) - per, per)
+    return np.repeat(np.cumsum(runs) - runs, per) + rank * step, owners, firsts[owners] + rank * step, per

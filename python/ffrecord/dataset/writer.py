@@ -321,7 +321,8 @@ class ShardedDatasetWriter(ClosesOrAborts):
 
     ``directory`` may be an ``s3://bucket/prefix/`` URL (with ``storage_options``): each
     shard is staged locally and uploaded, all or nothing, when it is complete (see
-    ``DatasetWriter``), so the staging disk holds one shard at a time.
+    ``DatasetWriter``), so the staging disk holds one shard at a time. ``durable=False``
+    skips the fsyncs of every shard's field files (scratch datasets: see ``DatasetWriter``).
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "sharded")
@@ -335,7 +336,7 @@ class ShardedDatasetWriter(ClosesOrAborts):
     def __init__(self, directory: Any, spec: Mapping[str, str],
                  encoders: Mapping[str, Callable] | None = None, shardlen: int | None = None,
                  shardstart: int = 0, shardstep: int = 1, *, length: int | None = None,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None, durable: bool = True) -> None:
         if shardlen is not None and shardlen < 1:
             raise ValueError(f"shardlen must be at least 1, got {shardlen}")
         if shardstart < 0 or shardstep < 1:
@@ -346,6 +347,7 @@ class ShardedDatasetWriter(ClosesOrAborts):
         if _remote.is_url(str(self.directory)):
             _remote.check_writable(str(self.directory))
         self.storage_options = storage_options
+        self.durable = bool(durable)
         self._fields = parse_spec(spec)
         codecs.resolve(self._fields, encoders, "encode")  # fails now rather than at the first append
         self._encoders = encoders
@@ -384,7 +386,8 @@ class ShardedDatasetWriter(ClosesOrAborts):
             try:
                 self._writer = DatasetWriter(self.directory / shard_name(self._next_shard), self.spec,
                                              self._encoders, length=self._shard_length(self._next_shard),
-                                             storage_options=self.storage_options)
+                                             storage_options=self.storage_options,
+                                             durable=self.durable)
             except FileExistsError as exc:
                 raise FileExistsError(f"{exc}: shard {self._next_shard} is another writer's (do two "
                                       "writers have overlapping shardstart/shardstep?)") from None

@@ -90,11 +90,12 @@ class TokenIndex:
         """The document holding each of ``tokens`` (positions in the concatenation)."""
         return np.searchsorted(self.starts, np.asarray(tokens, np.int64), side="right") - 1
 
-    def write(self, path: Any) -> None:
-        """Writes the index file at ``path`` (complete only when this returns)."""
+    def write(self, path: Any, durable: bool = True) -> None:
+        """Writes the index file at ``path`` (complete only when this returns; fsynced
+        unless ``durable=False``)."""
         header = {"field": self.field, "dtype": self.dtype.str, "documents": self.documents,
                   "tokens": self.tokens}
-        with FileWriter(path, 2) as writer:
+        with FileWriter(path, 2, durable=durable) as writer:
             writer.write_one(json.dumps(header).encode())
             writer.write_one(np.ascontiguousarray(self.starts, "<i8"))
 

@@ -62,13 +62,14 @@ class TokenWriter(ClosesOrAborts):
     ``vocab_size`` bounds the token ids and picks the dtype (``uint16`` up to 65,536, else
     ``uint32``); ``field`` names the token field; ``spec`` gives any other fields
     (``{name: type string}``, see ``ffrecord.dataset``). ``length``, when known, lets the
-    files be written in place. Bad documents raise a ``TokenError`` naming them, having
-    written nothing; the writer stays usable.
+    files be written in place; ``durable=False`` skips the fsyncs (see ``DatasetWriter``).
+    Bad documents raise a ``TokenError`` naming them, having written nothing; the writer
+    stays usable.
     """
 
     def __init__(self, directory: Any, vocab_size: int, *, field: str = "tokens",
                  spec: Mapping[str, str] | None = None, length: int | None = None,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None, durable: bool = True) -> None:
         self.dtype = dtype_for_vocab(vocab_size)
         self.vocab_size = int(vocab_size)
         self.field = field
@@ -76,8 +77,9 @@ class TokenWriter(ClosesOrAborts):
         if spec and field in spec:
             raise ValueError(f"spec names the token field {field!r} itself")
         self._lengths: list[int] = []
+        self._durable = bool(durable)
         self._writer = DatasetWriter(directory, full_spec, length=length,
-                                     storage_options=storage_options)
+                                     storage_options=storage_options, durable=durable)
 
     @property
     def directory(self) -> Any:
@@ -110,7 +112,8 @@ class TokenWriter(ClosesOrAborts):
         try:
             starts = np.zeros(len(self._lengths) + 1, np.int64)
             np.cumsum(self._lengths, out=starts[1:])
-            TokenIndex(self.field, self.dtype, starts).write(self._writer.attach(index_name(self.field)))
+            TokenIndex(self.field, self.dtype, starts).write(self._writer.attach(index_name(self.field)),
+                                                             self._durable)
         except BaseException:
             self._writer.abort()
             raise

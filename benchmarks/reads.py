@@ -1,0 +1,141 @@
+"""The read and write speed goals of issue 19, each figure in a fresh process:
+``python -m benchmarks.reads [--rounds N] [--only singles,epoch,write,open]``.
+
+The contenders of a comparison take turns, round after round (fresh processes through
+``benchmarks.isolated``, page cache warm), so that a busy moment of a shared machine hits
+them alike; each goal is judged on the median of the per-round ratios, and their range is
+printed beside it.
+
+- singles: ``DatasetReader[i]`` of ``{image: 16 KiB bytes, label: int}``, shuffled, in
+  process, against MosaicML Streaming's ``LocalDataset[i]``: >= 1.4x.
+- epoch: open a file and read one shuffled epoch of ``read()`` batches, CRC checks on,
+  against the reference (>= 4x at 1 KiB, >= 2.5x at 128 KiB) and, at 128 KiB, LMDB's
+  ``getmulti`` (ahead).
+- write: 128 KiB samples with ``durable=False`` until ``close()`` returns, against the
+  reference's writer (which does not fsync): >= 1.2x.
+- open: a 5,000,000-sample file (a 60 MB header) opened with ``check_data=True``, against
+  the reference: >= 2x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .contenders import contender_named
+from .isolated import call
+
+ME = "benchmarks.reads"
+SINGLES, EPOCH_SMALL, EPOCH_LARGE, WRITE_LARGE, OPEN_SAMPLES = 20_000, 200_000, 1_500, 800, 5_000_000
+
+
+def open_seconds(contender: object, path: str) -> float:
+    """Seconds to open ``path`` with checks on (this process has loaded the library)."""
+    from ffrecord import FileReader
+
+    FileReader(path[:-4] + "-tiny.ffr", True).close()
+    start = time.perf_counter()
+    reader = FileReader(path, True)
+    elapsed = time.perf_counter() - start
+    reader.close()
+    return elapsed
+
+
+def compare(title: str, runners: dict, rounds: int, unit: str,
+            goals: list[tuple[str, str, float]], lower_is_better: bool = False) -> None:
+    """Runs the runners in turn for ``rounds`` rounds; prints each one's median and range,
+    then each goal's per-round ratios (their median decides)."""
+    values: dict[str, list[float]] = {name: [] for name in runners}
+    for r in range(rounds):
+        for name, run in runners.items():
+            values[name].append(run())
+            print(f"    round {r + 1}: {name:<28} {values[name][-1]:14,.4g}", flush=True)
+    print(f"\n{title}")
+    for name, got in values.items():
+        print(f"  {name:<28} median {statistics.median(got):14,.4g} {unit}  "
+              f"(range {min(got):,.4g} - {max(got):,.4g})")
+    for a, b, target in goals:
+        ratios = [(y / x if lower_is_better else x / y) for x, y in zip(values[a], values[b])]
+        median = statistics.median(ratios)
+        print(f"  {a} / {b}: {median:.2f}x median of rounds (range {min(ratios):.2f} - "
+              f"{max(ratios):.2f}x), goal >= {target}x: {'met' if median >= target else 'MISSED'}")
+    print(flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", default="singles,epoch,write,open")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    ffrecord, reference, lmdb = (contender_named(n) for n in ("ffrecord", "reference", "lmdb"))
+    missing = reference.unavailable_reason()
+    if missing is not None:
+        raise SystemExit(f"the reference is needed: {missing}")
+    root = Path(tempfile.mkdtemp(prefix="ffrecord-reads-bench-"))
+    seeds = iter(range(10**6))
+    print(f"{args.rounds} rounds, fresh process per figure, contenders taking turns; data in {root}")
+    try:
+        from .workers import read_through, write_structured
+
+        if "singles" in only:
+            paths = write_structured(root / "structured", SINGLES)
+            read_through(root / "structured")
+            compare(f"DatasetReader[i], 2 fields, {SINGLES} shuffled, in process",
+                    {k: (lambda k=k: call("benchmarks.workers:single_datapoints", None, k, paths[k], SINGLES))
+                     for k in ("ffrecord", "streaming")},
+                    args.rounds, "datapoints/s", [("ffrecord", "streaming", 1.4)])
+        if "epoch" in only:
+            for size, n, batch, goal in ((1 << 10, EPOCH_SMALL, 256, 4.0), (128 << 10, EPOCH_LARGE, 64, 2.5)):
+                block = np.random.default_rng(size).bytes(size + 4096)
+                samples = [block[k % 4096:k % 4096 + size] for k in range(n)]
+                stores = {"ffrecord": root / f"epoch{size}" / "ffrecord"}
+                contenders = [ffrecord, reference]
+                goals = [("ffrecord", "reference", goal)]
+                if size > 64 << 10:
+                    stores["lmdb"] = root / f"epoch{size}" / "lmdb"
+                    contenders.append(lmdb)
+                    goals.append(("ffrecord", "lmdb", 1.0))
+                for name, store in stores.items():
+                    store.mkdir(parents=True)
+                    contender_named(name).write(store, samples)
+                del samples
+                read_through(root / f"epoch{size}")
+                compare(f"shuffled read() epoch, open included, checks on (LMDB has none), "
+                        f"{size >> 10} KiB x {n}, batch {batch}",
+                        {c.name: (lambda c=c: call("benchmarks.workloads.fresh:epoch", c,
+                                                   str(stores[c.store_name]), n, batch, next(seeds)))
+                         for c in contenders},
+                        args.rounds, "samples/s", goals)
+        if "write" in only:
+            path = str(root / "written.ffr")
+            compare(f"write {WRITE_LARGE} x 128 KiB, close included",
+                    {"ffrecord, durable=False": lambda: call("benchmarks.workers:write_file", ffrecord, path,
+                                                             WRITE_LARGE, 128 << 10, False) / 1e6,
+                     "reference (no fsync)": lambda: call("benchmarks.workers:write_file", reference, path,
+                                                          WRITE_LARGE, 128 << 10, True) / 1e6},
+                    args.rounds, "MB/s", [("ffrecord, durable=False", "reference (no fsync)", 1.2)])
+        if "open" in only:
+            from . import ffr_format
+
+            (root / "open").mkdir()
+            big = str(root / "open" / "big.ffr")
+            ffr_format.write_tiny_samples(big, OPEN_SAMPLES)
+            ffr_format.write_tiny_samples(big[:-4] + "-tiny.ffr", 1)
+            read_through(root / "open")
+            compare(f"open a {OPEN_SAMPLES:,}-sample file (60 MB header), check_data=True",
+                    {c.name: (lambda c=c: call(f"{ME}:open_seconds", c, big) * 1e3)
+                     for c in (ffrecord, reference)},
+                    args.rounds, "ms", [("ffrecord", "reference", 2.0)], lower_is_better=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
