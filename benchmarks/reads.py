@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .contenders import contender_named
-from .isolated import call
+from .contenders.isolated import call
 
 ME = "benchmarks.reads"
 SINGLES, EPOCH_SMALL, EPOCH_LARGE, WRITE_LARGE, OPEN_SAMPLES = 20_000, 200_000, 1_500, 800, 5_000_000
