@@ -1,8 +1,8 @@
 """The read and write speed goals of issue 19, each figure in a fresh process:
-``python -m benchmarks.reads [--rounds N] [--only singles,epoch,write,open]``.
+``python -m benchmarks.reads [--rounds N] [--only singles,epoch,write,open] [--quick]``.
 
 The contenders of a comparison take turns, round after round (fresh processes through
-``benchmarks.isolated``, page cache warm), so that a busy moment of a shared machine hits
+``benchmarks.contenders.isolated``, page cache warm), so that a busy moment of a shared machine hits
 them alike; each goal is judged on the median of the per-round ratios, and their range is
 printed beside it.
 
@@ -32,7 +32,9 @@ from .contenders import contender_named
 from .contenders.isolated import call
 
 ME = "benchmarks.reads"
-SINGLES, EPOCH_SMALL, EPOCH_LARGE, WRITE_LARGE, OPEN_SAMPLES = 20_000, 200_000, 1_500, 800, 5_000_000
+SIZES = {"singles": 20_000, "epoch_small": 200_000, "epoch_large": 1_500, "write_large": 800,
+         "open": 5_000_000}
+QUICK = 100  # --quick divides every count by this: a run that proves the script works, in seconds
 
 
 def open_seconds(contender: object, path: str) -> float:
@@ -72,29 +74,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", default="singles,epoch,write,open")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"every count / {QUICK}, one round: proves the script runs; its ratios are "
+                             "start-up costs, not figures")
     args = parser.parse_args()
     only = set(args.only.split(","))
+    n = {k: max(v // QUICK, 2) if args.quick else v for k, v in SIZES.items()}
+    rounds = 1 if args.quick else args.rounds
     ffrecord, reference, lmdb = (contender_named(n) for n in ("ffrecord", "reference", "lmdb"))
     missing = reference.unavailable_reason()
     if missing is not None:
         raise SystemExit(f"the reference is needed: {missing}")
     root = Path(tempfile.mkdtemp(prefix="ffrecord-reads-bench-"))
     seeds = iter(range(10**6))
-    print(f"{args.rounds} rounds, fresh process per figure, contenders taking turns; data in {root}")
+    print(f"{rounds} rounds, fresh process per figure, contenders taking turns; data in {root}")
     try:
         from .workers import read_through, write_structured
 
         if "singles" in only:
-            paths = write_structured(root / "structured", SINGLES)
+            singles = n["singles"]
+            paths = write_structured(root / "structured", singles)
             read_through(root / "structured")
-            compare(f"DatasetReader[i], 2 fields, {SINGLES} shuffled, in process",
-                    {k: (lambda k=k: call("benchmarks.workers:single_datapoints", None, k, paths[k], SINGLES))
+            compare(f"DatasetReader[i], 2 fields, {singles} shuffled, in process",
+                    {k: (lambda k=k: call("benchmarks.workers:single_datapoints", None, k, paths[k], singles))
                      for k in ("ffrecord", "streaming")},
-                    args.rounds, "datapoints/s", [("ffrecord", "streaming", 1.4)])
+                    rounds, "datapoints/s", [("ffrecord", "streaming", 1.4)])
         if "epoch" in only:
-            for size, n, batch, goal in ((1 << 10, EPOCH_SMALL, 256, 4.0), (128 << 10, EPOCH_LARGE, 64, 2.5)):
+            for size, count, batch, goal in ((1 << 10, n["epoch_small"], 256, 4.0),
+                                             (128 << 10, n["epoch_large"], 64, 2.5)):
                 block = np.random.default_rng(size).bytes(size + 4096)
-                samples = [block[k % 4096:k % 4096 + size] for k in range(n)]
+                samples = [block[k % 4096:k % 4096 + size] for k in range(count)]
                 stores = {"ffrecord": root / f"epoch{size}" / "ffrecord"}
                 contenders = [ffrecord, reference]
                 goals = [("ffrecord", "reference", goal)]
@@ -108,31 +117,31 @@ def main() -> None:
                 del samples
                 read_through(root / f"epoch{size}")
                 compare(f"shuffled read() epoch, open included, checks on (LMDB has none), "
-                        f"{size >> 10} KiB x {n}, batch {batch}",
+                        f"{size >> 10} KiB x {count}, batch {batch}",
                         {c.name: (lambda c=c: call("benchmarks.workloads.fresh:epoch", c,
-                                                   str(stores[c.store_name]), n, batch, next(seeds)))
+                                                   str(stores[c.store_name]), count, batch, next(seeds)))
                          for c in contenders},
-                        args.rounds, "samples/s", goals)
+                        rounds, "samples/s", goals)
         if "write" in only:
-            path = str(root / "written.ffr")
-            compare(f"write {WRITE_LARGE} x 128 KiB, close included",
+            path, written = str(root / "written.ffr"), n["write_large"]
+            compare(f"write {written} x 128 KiB, close included",
                     {"ffrecord, durable=False": lambda: call("benchmarks.workers:write_file", ffrecord, path,
-                                                             WRITE_LARGE, 128 << 10, False) / 1e6,
+                                                             written, 128 << 10, False) / 1e6,
                      "reference (no fsync)": lambda: call("benchmarks.workers:write_file", reference, path,
-                                                          WRITE_LARGE, 128 << 10, True) / 1e6},
-                    args.rounds, "MB/s", [("ffrecord, durable=False", "reference (no fsync)", 1.2)])
+                                                          written, 128 << 10, True) / 1e6},
+                    rounds, "MB/s", [("ffrecord, durable=False", "reference (no fsync)", 1.2)])
         if "open" in only:
-            from . import ffr_format
+            from .contenders.python_loop import write_tiny_samples
 
             (root / "open").mkdir()
             big = str(root / "open" / "big.ffr")
-            ffr_format.write_tiny_samples(big, OPEN_SAMPLES)
-            ffr_format.write_tiny_samples(big[:-4] + "-tiny.ffr", 1)
+            write_tiny_samples(big, n["open"])
+            write_tiny_samples(big[:-4] + "-tiny.ffr", 1)
             read_through(root / "open")
-            compare(f"open a {OPEN_SAMPLES:,}-sample file (60 MB header), check_data=True",
+            compare(f"open a {n['open']:,}-sample file ({n['open'] * 12 / 1e6:.3g} MB header), check_data=True",
                     {c.name: (lambda c=c: call(f"{ME}:open_seconds", c, big) * 1e3)
                      for c in (ffrecord, reference)},
-                    args.rounds, "ms", [("ffrecord", "reference", 2.0)], lower_is_better=True)
+                    rounds, "ms", [("ffrecord", "reference", 2.0)], lower_is_better=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
