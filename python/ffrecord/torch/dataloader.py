@@ -176,7 +176,8 @@ class DataLoader(torch.utils.data.DataLoader):
             # A user's collate_fn gets back the types it made (bytes stay bytes: one copy
             # out of the slot); the default's bytes-like values arrive as views of it.
             collate_fn = _transport.WorkerCollate(collate_fn or torch.utils.data.default_convert,
-                                                  exact_types=users_collate)
+                                                  exact_types=users_collate,
+                                                  columns=collate_fn is default_collate)
         super().__init__(
             dataset,
             batch_size,

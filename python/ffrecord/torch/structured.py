@@ -29,7 +29,11 @@ import numpy as np
 import torch.utils.data
 
 import ffrecord.order
+from ffrecord.dataset.reader import DatasetReader, parse_mask
 from ffrecord.order import datapoint_seeds
+
+from . import _transport
+from .collate import Collated, default_collate
 
 
 class StructuredDataset(torch.utils.data.Dataset):
@@ -60,6 +64,7 @@ class StructuredDataset(torch.utils.data.Dataset):
         self.transform = transform
         self.seeded = _takes_seed(transform) if seeded is None else bool(seeded)
         source.read([], mask)  # a bad mask fails here, not in a worker
+        self._columns = _column_plan(source, mask) if transform is None else None
 
     def __len__(self) -> int:
         return len(self.source)
@@ -72,7 +77,9 @@ class StructuredDataset(torch.utils.data.Dataset):
             return self.__getitems__(indices)
         return self.__getitems__([single])[0]
 
-    def __getitems__(self, indices: Any) -> list:
+    def __getitems__(self, indices: Any) -> list | Collated:
+        if self._columns is not None and _transport.columns_welcome(self):
+            return self._read_columns(np.asarray(indices, np.int64))
         datapoints = self.source.read(np.asarray(indices, np.int64), self.mask)
         if self.transform is None:
             return datapoints
@@ -82,6 +89,24 @@ class StructuredDataset(torch.utils.data.Dataset):
         if self.seeded:
             return [self.transform(d, seed) for d, seed in zip(datapoints, batch_seeds(indices))]
         return [self.transform(d) for d in datapoints]
+
+    def _read_columns(self, idx: np.ndarray) -> Collated:
+        """The batch collated field by field, in a loader worker: each ``bytes`` field read
+        by one call into the slot the batch travels in, handed on as a ``BytesColumn`` (no
+        per-datapoint object, no copy); the other fields read and collated as usual."""
+        names, raw, rest = self._columns
+        if len(idx) and not 0 <= idx.min() <= idx.max() < len(self.source):
+            self.source.read(idx, rest)  # raises the reader's IndexError
+        others = self.source.read(idx, rest) if rest else []
+        batch = Collated()
+        for name in names:
+            if name in raw:
+                buffer, offsets = self.source.field_reader(name).read_batch(idx.view(np.uint64),
+                                                                            out=_transport.slot_bytes)
+                batch[name] = _transport.BytesColumn(buffer, offsets)
+            else:
+                batch[name] = default_collate([d[name] for d in others])
+        return batch
 
     def ffrecord_files(self) -> list[str]:
         """The FFRecord files behind the dataset (for the loader's state fingerprint)."""
@@ -101,6 +126,19 @@ def batch_seeds(indices: Any) -> list[int]:
     """
     seeds = getattr(indices, "seeds", None)
     return seeds if seeds is not None else datapoint_seeds(0, 0, np.asarray(indices, np.int64)).tolist()
+
+
+def _column_plan(source: Any, mask: Any) -> tuple[list[str], set[str], list[str]] | None:
+    """``(fields in batch order, bytes fields read as columns, the others)`` when a loader
+    worker may read batches of ``source`` column by column (a ``DatasetReader`` whose mask
+    takes whole fields, some of them plain ``bytes`` decoded by the built-in codec); else None."""
+    if type(source) is not DatasetReader or (mask is not None and not isinstance(mask, (list, tuple, str))):
+        return None
+    if source.decoders and "bytes" in source.decoders:
+        return None
+    names = list(parse_mask(mask, source.fields))
+    raw = {name for name in names if source.fields[name].spec == "bytes"}
+    return (names, raw, [name for name in names if name not in raw]) if raw else None
 
 
 def _takes_seed(transform: Callable[..., Any] | None) -> bool:
