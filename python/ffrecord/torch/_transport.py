@@ -37,8 +37,8 @@ import torch
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils.pin_memory import pin_memory as _torch_pin_memory
 
-__all__ = ["BytesColumn", "Packed", "Receiving", "WorkerCollate", "columns_welcome", "forget_exited_workers",
-           "receive", "scratch", "slot_bytes"]
+__all__ = ["BytesColumn", "Packed", "Receiving", "WorkerCollate", "WorkerStart", "columns_welcome",
+           "forget_exited_workers", "receive", "scratch", "slot_bytes"]
 
 # Linux: memfd_create, and /proc/<pid>/fd to map a worker's arena; elsewhere torch's pipe.
 SUPPORTED = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
@@ -354,7 +354,7 @@ def columns_welcome(dataset: Any) -> bool:
     """True in a worker whose batches go through shared memory, collated by the loader's
     default collate, when ``dataset`` is the loader's: its ``__getitems__`` may then hand
     the collate ``ffrecord.torch.collate.Collated`` batches read into the slot
-    (``slot_bytes``), with ``BytesColumn`` values (set by the worker's first batch)."""
+    (``slot_bytes``), with ``BytesColumn`` values (set by ``WorkerStart``)."""
     if not _COLUMNS:
         return False
     info = get_worker_info()
@@ -362,27 +362,43 @@ def columns_welcome(dataset: Any) -> bool:
 
 
 _ACTIVE = False  # set in a worker by its first WorkerCollate call
-_COLUMNS = False  # ... and whether its collate takes Collated batches
+_COLUMNS = False  # set in a worker by WorkerStart: its collate takes Collated batches
 
 
 class WorkerCollate:
     """The loader's ``collate_fn``, then, in a worker, the batch packed into a slot."""
 
-    def __init__(self, collate_fn: Callable[[Any], Any], exact_types: bool = False,
-                 columns: bool = False) -> None:
+    def __init__(self, collate_fn: Callable[[Any], Any], exact_types: bool = False) -> None:
         self.collate_fn = collate_fn
         self.exact_types = exact_types
-        self.columns = columns  # collate_fn takes Collated batches (see columns_welcome)
 
     def __call__(self, batch: Any) -> Any:
-        global _ACTIVE, _COLUMNS
+        global _ACTIVE
         if get_worker_info() is None:
             return self.collate_fn(batch)
-        _ACTIVE, _COLUMNS = True, self.columns
+        _ACTIVE = True
         return _sender().pack(self.collate_fn(batch), self.exact_types)
 
     def __repr__(self) -> str:
         return f"WorkerCollate({self.collate_fn!r})"
+
+
+class WorkerStart:
+    """The loader's ``worker_init_fn``, after telling the worker, before its first batch,
+    whether its collate takes ``Collated`` batches (``columns``: see ``columns_welcome``)."""
+
+    def __init__(self, worker_init_fn: Callable[[int], Any] | None, columns: bool) -> None:
+        self.worker_init_fn = worker_init_fn
+        self.columns = columns
+
+    def __call__(self, worker_id: int) -> None:
+        global _COLUMNS
+        _COLUMNS = self.columns
+        if self.worker_init_fn is not None:
+            self.worker_init_fn(worker_id)
+
+    def __repr__(self) -> str:
+        return f"WorkerStart({self.worker_init_fn!r}, columns={self.columns})"
 
 
 # -- main-process side -------------------------------------------------------------------
