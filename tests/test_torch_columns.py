@@ -22,6 +22,16 @@ def image(k: int) -> bytes:
     return bytes([k % 251]) * (5 + k % 7)  # odd sizes: values back to back, not aligned
 
 
+def test_pin_memory_keeps_bytes_views(monkeypatch):
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a: self.clone(), raising=False)
+    sender = _transport._Sender()
+    column = _transport.BytesColumn(np.frombuffer(b"abcd", np.uint8), np.array([0, 1, 4]))
+    pinned = torch.utils.data._utils.pin_memory.pin_memory(
+        sender.pack({"image": column, "label": torch.tensor([7, 8])}))
+    assert [type(v) for v in pinned["image"]] == [memoryview] * 2
+    assert [bytes(v) for v in pinned["image"]] == [b"a", b"bcd"] and pinned["label"].tolist() == [7, 8]
+
+
 @pytest.fixture(scope="module")
 def dataset_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = str(tmp_path_factory.mktemp("columns") / "ds")

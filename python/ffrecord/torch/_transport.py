@@ -112,11 +112,28 @@ class Packed:
 
     def pin_memory(self) -> Any:
         """What torch's pin-memory thread calls: the batch, pinned (the slot is released as
-        soon as the pinned copy is made)."""
-        return _torch_pin_memory(self.unpack())
+        soon as the pinned copy is made, or when the last bytes-like view of it goes)."""
+        return _pinned(self.unpack())
 
     def __repr__(self) -> str:
         return f"<batch in shared memory: worker {self.pid}, arena {self.arena_id}, slot {self.slot}>"
+
+
+def _pinned(data: Any) -> Any:
+    """torch's ``pin_memory`` of a batch, bytes-like views left as they are (torch takes a
+    ``memoryview`` for a sequence and would make a list of ints of it)."""
+    kind = type(data)
+    if kind is memoryview:
+        return data
+    if kind is list:
+        return [_pinned(x) for x in data]
+    if kind is dict:
+        return {k: _pinned(v) for k, v in data.items()}
+    if kind is tuple:
+        return tuple(_pinned(x) for x in data)
+    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
+        return kind(*(_pinned(x) for x in data))
+    return _torch_pin_memory(data)
 
 
 def receive(batch: Any) -> Any:
