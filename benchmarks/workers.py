@@ -37,11 +37,12 @@ from .isolated import call, runner
 IMAGE, STRUCT_BATCH = 16 << 10, 64
 TENSOR_SAMPLE, TENSOR_BATCH = 1 << 10, 256
 UNTIMED = 2  # batches that absorb worker start-up
-SIZES = {  # structured datapoints, loader batches timed, datapoints read one by one,
+SIZES = {  # structured datapoints, loader batches timed (300: nearly an epoch of 20,000 / 64,
+    # so that start-up weighs as in training), datapoints read one by one,
     # 1 KiB samples, 1 KiB epoch samples, 128 KiB epoch samples, 128 KiB samples written
-    "full": dict(points=20_000, batches=150, singles=20_000, small=40_000, epoch_small=200_000,
+    "full": dict(points=20_000, batches=300, singles=20_000, small=40_000, epoch_small=200_000,
                  epoch_large=1_500, write_large=800, rounds=3),
-    "quick": dict(points=20_000, batches=100, singles=10_000, small=40_000, epoch_small=100_000,
+    "quick": dict(points=20_000, batches=300, singles=10_000, small=40_000, epoch_small=100_000,
                   epoch_large=800, write_large=400, rounds=2),
     # tests/test_bench_workers.py: every code path, tiny, figures meaningless
     "smoke": dict(points=640, batches=3, singles=200, small=2_048, epoch_small=2_000,

@@ -2,7 +2,11 @@
 ``ShardedDatasetReader`` or ``Mixture`` with a mask and a per-datapoint transform.
 
 Each batch is one ``read(indices, mask)`` of the dataset (one native call per selected
-field), then the transform per datapoint, then the DataLoader's ``collate_fn``. Readers pickle
+field), then the transform per datapoint, then the DataLoader's ``collate_fn``. In an
+ffrecord DataLoader worker with the default collate and no transform, a ``DatasetReader``'s
+``bytes`` fields are read straight into the shared memory the batch travels in, one column
+per field: no per-datapoint object in the worker, no copy in either process; the main
+process gets the list of read-only ``memoryview`` values the default collate always gave. Readers pickle
 by path and reopen themselves after ``fork()``, so any worker start method works, and
 ``ffrecord.torch.DataLoader``'s ``set_step`` / ``state_dict`` resume exactly: a dataset's
 indices, a mixture's included, mean the same datapoints in every process and run.
