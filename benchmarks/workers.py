@@ -32,17 +32,21 @@ from pathlib import Path
 import numpy as np
 
 from .contenders import contender_named
-from .contenders.isolated import call
+from .contenders.isolated import call, runner
 
 IMAGE, STRUCT_BATCH = 16 << 10, 64
 TENSOR_SAMPLE, TENSOR_BATCH = 1 << 10, 256
 UNTIMED = 2  # batches that absorb worker start-up
-SIZES = {  # structured datapoints, loader batches timed, datapoints read one by one,
+SIZES = {  # structured datapoints, loader batches timed (300: nearly an epoch of 20,000 / 64,
+    # so that start-up weighs as in training), datapoints read one by one,
     # 1 KiB samples, 1 KiB epoch samples, 128 KiB epoch samples, 128 KiB samples written
-    "full": dict(points=20_000, batches=150, singles=20_000, small=40_000, epoch_small=200_000,
+    "full": dict(points=20_000, batches=300, singles=20_000, small=40_000, epoch_small=200_000,
                  epoch_large=1_500, write_large=800, rounds=3),
-    "quick": dict(points=20_000, batches=100, singles=10_000, small=40_000, epoch_small=100_000,
+    "quick": dict(points=20_000, batches=300, singles=10_000, small=40_000, epoch_small=100_000,
                   epoch_large=800, write_large=400, rounds=2),
+    # tests/test_bench_workers.py: every code path, tiny, figures meaningless
+    "smoke": dict(points=640, batches=3, singles=200, small=2_048, epoch_small=2_000,
+                  epoch_large=20, write_large=10, rounds=1),
 }
 ME = "benchmarks.workers"
 
@@ -175,6 +179,14 @@ def write_file(contender, path: str, n: int, size: int, durable: bool) -> float:
 
 # -- the run ------------------------------------------------------------------------------
 
+def measure(target: str, contender, *args):
+    """``target(contender, *args)`` in a fresh process (``--in-process``: in this one)."""
+    return call(target, contender, *args)
+
+
+def _in_this_process(target: str, contender, *args):
+    return runner(contender, target, *args)()
+
 def rounds(runners: dict, count: int) -> dict:
     """The best of ``count`` rounds of each runner, taking turns."""
     best = dict.fromkeys(runners, 0.0)
@@ -230,13 +242,19 @@ def read_through(root: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round: checks the harness runs")
+    parser.add_argument("--in-process", action="store_true",
+                        help="measure in this process, without the reference (for the smoke test)")
     parser.add_argument("--only", choices=["structured", "singles", "tensors", "epoch", "write"],
                         action="append")
     args = parser.parse_args()
-    size = SIZES["quick" if args.quick else "full"]
+    size = SIZES["smoke" if args.smoke else "quick" if args.quick else "full"]
     only = set(args.only or ["structured", "singles", "tensors", "epoch", "write"])
+    global measure
+    if args.in_process:
+        measure = _in_this_process
     reference = contender_named("reference")
-    missing = reference.unavailable_reason()
+    missing = "not measured with --in-process" if args.in_process else reference.unavailable_reason()
     root = Path(tempfile.mkdtemp(prefix="ffrecord-workers-bench-"))
     try:
         from ffrecord.utils import dump
@@ -249,10 +267,10 @@ def main() -> None:
         if "structured" in only:
             batches = size["batches"]
             runners = {
-                "ffrecord, 0 workers": lambda: call(f"{ME}:structured_loader", None, "ffrecord", paths["ffrecord"], 0, batches),
-                "ffrecord, 2 workers": lambda: call(f"{ME}:structured_loader", None, "ffrecord", paths["ffrecord"], 2, batches),
-                "litdata, 2 workers": lambda: call(f"{ME}:structured_loader", None, "litdata", paths["litdata"], 2, batches),
-                "streaming, 2 workers": lambda: call(f"{ME}:structured_loader", None, "streaming", paths["streaming"], 2, batches),
+                "ffrecord, 0 workers": lambda: measure(f"{ME}:structured_loader", None, "ffrecord", paths["ffrecord"], 0, batches),
+                "ffrecord, 2 workers": lambda: measure(f"{ME}:structured_loader", None, "ffrecord", paths["ffrecord"], 2, batches),
+                "litdata, 2 workers": lambda: measure(f"{ME}:structured_loader", None, "litdata", paths["litdata"], 2, batches),
+                "streaming, 2 workers": lambda: measure(f"{ME}:structured_loader", None, "streaming", paths["streaming"], 2, batches),
             }
             show(f"structured loader, {{image: 16 KiB, label}}, shuffled, batch 64, {batches} batches",
                  rounds(runners, n_rounds), "samples/s",
@@ -261,11 +279,11 @@ def main() -> None:
                   ("ffrecord, 2 workers", "streaming, 2 workers", 2.0)])
         if "singles" in only:
             count = size["singles"]
-            runners = {f"{k} [i]": (lambda k=k: call(f"{ME}:single_datapoints", None, k, paths[k], count))
+            runners = {f"{k} [i]": (lambda k=k: measure(f"{ME}:single_datapoints", None, k, paths[k], count))
                        for k in ("ffrecord", "streaming")}
             show(f"one datapoint at a time (2 fields), in process, {count} shuffled",
                  rounds(runners, n_rounds), "datapoints/s", [("ffrecord [i]", "streaming [i]", 1.4)])
-            runners = {f"stock loader over {k}": (lambda k=k: call(f"{ME}:stock_loader", None, k, paths[k], size["batches"]))
+            runners = {f"stock loader over {k}": (lambda k=k: measure(f"{ME}:stock_loader", None, k, paths[k], size["batches"]))
                        for k in ("ffrecord", "streaming")}
             show("stock torch DataLoader over the map-style dataset, batch 64, 2 workers",
                  rounds(runners, n_rounds), "samples/s",
@@ -276,13 +294,13 @@ def main() -> None:
             read_through(root)
             batches = min(size["batches"], size["small"] // TENSOR_BATCH - UNTIMED - 1)
             runners = {
-                "ffrecord (shared memory)": lambda: call(f"{ME}:tensor_loader", None, "ffrecord", path, batches),
-                "ffrecord (torch's pipe)": lambda: call(f"{ME}:tensor_loader", None, "ffrecord-pipe", path, batches),
-                "stock loader, samples in RAM": lambda: call(f"{ME}:tensor_loader", None, "memory", path, batches),
+                "ffrecord (shared memory)": lambda: measure(f"{ME}:tensor_loader", None, "ffrecord", path, batches),
+                "ffrecord (torch's pipe)": lambda: measure(f"{ME}:tensor_loader", None, "ffrecord-pipe", path, batches),
+                "stock loader, samples in RAM": lambda: measure(f"{ME}:tensor_loader", None, "memory", path, batches),
             }
             goals = [("ffrecord (shared memory)", "stock loader, samples in RAM", 1.2)]
             if missing is None:
-                runners["reference"] = lambda: call(f"{ME}:tensor_loader", reference, "reference", path, batches)
+                runners["reference"] = lambda: measure(f"{ME}:tensor_loader", reference, "reference", path, batches)
                 goals.insert(0, ("ffrecord (shared memory)", "reference", 2.0))
             show(f"1 KiB samples -> tensors, batch 256, 2 workers, {batches} batches",
                  rounds(runners, n_rounds), "samples/s", goals)
@@ -298,16 +316,16 @@ def main() -> None:
                 dump([block[k % 4096:k % 4096 + sample] for k in range(n)], path, 1, durable=False)
                 read_through(root)
                 seeds = iter(range(10**6))
-                runners = {c.name: (lambda c=c: call(f"{ME}:read_epoch", c, path, batch, next(seeds)))
+                runners = {c.name: (lambda c=c: measure(f"{ME}:read_epoch", c, path, batch, next(seeds)))
                            for c in (ffrecord, reference)}
                 show(f"shuffled read() epoch in a fresh process, {sample >> 10} KiB x {n}, batch {batch}",
                      rounds(runners, n_rounds), "samples/s", [("ffrecord", "reference", goal)])
         if "write" in only:
             n = size["write_large"]
             path = str(root / "written.ffr")
-            runners = {"ffrecord, durable=False": lambda: call(f"{ME}:write_file", ffrecord, path, n, 128 << 10, False),
-                       "ffrecord, durable": lambda: call(f"{ME}:write_file", ffrecord, path, n, 128 << 10, True),
-                       "reference (no fsync)": lambda: call(f"{ME}:write_file", reference, path, n, 128 << 10, True)}
+            runners = {"ffrecord, durable=False": lambda: measure(f"{ME}:write_file", ffrecord, path, n, 128 << 10, False),
+                       "ffrecord, durable": lambda: measure(f"{ME}:write_file", ffrecord, path, n, 128 << 10, True),
+                       "reference (no fsync)": lambda: measure(f"{ME}:write_file", reference, path, n, 128 << 10, True)}
             best = rounds(runners, n_rounds)
             show(f"write {n} x 128 KiB, close included", {k: v / 1e6 for k, v in best.items()}, "MB/s",
                  [("ffrecord, durable=False", "reference (no fsync)", 1.2)])

@@ -37,7 +37,8 @@ import torch
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils.pin_memory import pin_memory as _torch_pin_memory
 
-__all__ = ["Packed", "Receiving", "WorkerCollate", "forget_exited_workers", "receive", "scratch"]
+__all__ = ["BytesColumn", "Packed", "Receiving", "WorkerCollate", "WorkerStart", "columns_welcome",
+           "forget_exited_workers", "receive", "scratch", "slot_bytes"]
 
 # Linux: memfd_create, and /proc/<pid>/fd to map a worker's arena; elsewhere torch's pipe.
 SUPPORTED = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
@@ -57,8 +58,28 @@ def _memfd_name(nonce: str, arena_id: int) -> str:
     return f"ffrecord-batches-{nonce}-{arena_id}"
 
 
+class BytesColumn:
+    """A column of bytes-like values lying back to back in one buffer (value ``k`` is
+    ``buffer[offsets[k]:offsets[k + 1]]``), made in a worker by a dataset that read a batch
+    into the slot (see ``columns_welcome``). It crosses as one value, and the main process
+    gets it as a list of read-only ``memoryview`` objects of the slot, as it gets the list
+    of ``bytes`` values torch's collate makes: no per-value object on the worker's side."""
+
+    __slots__ = ("buffer", "offsets")
+
+    def __init__(self, buffer: np.ndarray, offsets: np.ndarray) -> None:
+        self.buffer, self.offsets = buffer, offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __repr__(self) -> str:
+        return f"<BytesColumn: {len(self)} values, {self.buffer.nbytes} bytes>"
+
+
 class _Leaf:
-    """Where one value of a batch lies in its slot, and what it was."""
+    """Where one value of a batch lies in its slot, and what it was (a column's ``dtype``
+    holds its offsets, as ``int64`` bytes)."""
 
     __slots__ = ("kind", "offset", "nbytes", "dtype", "shape")
 
@@ -91,11 +112,28 @@ class Packed:
 
     def pin_memory(self) -> Any:
         """What torch's pin-memory thread calls: the batch, pinned (the slot is released as
-        soon as the pinned copy is made)."""
-        return _torch_pin_memory(self.unpack())
+        soon as the pinned copy is made, or when the last bytes-like view of it goes)."""
+        return _pinned(self.unpack())
 
     def __repr__(self) -> str:
         return f"<batch in shared memory: worker {self.pid}, arena {self.arena_id}, slot {self.slot}>"
+
+
+def _pinned(data: Any) -> Any:
+    """torch's ``pin_memory`` of a batch, bytes-like views left as they are (torch takes a
+    ``memoryview`` for a sequence and would make a list of ints of it)."""
+    kind = type(data)
+    if kind is memoryview:
+        return data
+    if kind is list:
+        return [_pinned(x) for x in data]
+    if kind is dict:
+        return {k: _pinned(v) for k, v in data.items()}
+    if kind is tuple:
+        return tuple(_pinned(x) for x in data)
+    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
+        return kind(*(_pinned(x) for x in data))
+    return _torch_pin_memory(data)
 
 
 def receive(batch: Any) -> Any:
@@ -268,6 +306,15 @@ def _plan(obj: Any, leaves: list, size: list, inside: tuple[int, int] | None,
         if obj.dtype.hasobject or obj.size == 0:
             return obj
         leaf = _Leaf("array", 0, obj.nbytes, obj.dtype, obj.shape)
+    elif kind is BytesColumn:
+        buffer = obj.buffer
+        leaf = _Leaf("column", 0, buffer.nbytes, np.asarray(obj.offsets, np.int64).tobytes())
+        address = buffer.__array_interface__["data"][0]
+        if inside is not None and inside[0] <= address < inside[1]:
+            leaf.offset = address - inside[0]  # read straight into the slot
+            leaves.append((leaf, None))
+            return leaf
+        obj = buffer
     elif kind in _BYTES_TYPES:
         if kind is memoryview and not obj.c_contiguous:
             obj = obj.tobytes()
@@ -284,7 +331,9 @@ def _plan(obj: Any, leaves: list, size: list, inside: tuple[int, int] | None,
 
 
 def _copy_into(arena: _Arena, at: int, leaf: _Leaf, value: Any) -> None:
-    if leaf.kind == "bytes":
+    if leaf.kind == "column":
+        arena.map[at:at + leaf.nbytes] = memoryview(value).cast("B")
+    elif leaf.kind == "bytes":
         arena.map[at:at + leaf.nbytes] = value if type(value) is not memoryview else value.cast("B")
     elif leaf.kind == "tensor":
         arena.bytes[at:at + leaf.nbytes].view(leaf.dtype).view(leaf.shape).copy_(value)
@@ -310,7 +359,27 @@ def scratch(nbytes: int) -> torch.Tensor | None:
     return _sender().scratch(nbytes)
 
 
+def slot_bytes(nbytes: int) -> np.ndarray:
+    """``nbytes`` of the slot the batch being fetched will travel in, as a ``uint8`` array
+    (a fresh array when it does not fit): what a dataset whose ``columns_welcome`` reads into.
+    """
+    slot = scratch(nbytes)
+    return np.empty(nbytes, np.uint8) if slot is None else slot.numpy()
+
+
+def columns_welcome(dataset: Any) -> bool:
+    """True in a worker whose batches go through shared memory, collated by the loader's
+    default collate, when ``dataset`` is the loader's: its ``__getitems__`` may then hand
+    the collate ``ffrecord.torch.collate.Collated`` batches read into the slot
+    (``slot_bytes``), with ``BytesColumn`` values (set by ``WorkerStart``)."""
+    if not _COLUMNS:
+        return False
+    info = get_worker_info()
+    return info is not None and info.dataset is dataset
+
+
 _ACTIVE = False  # set in a worker by its first WorkerCollate call
+_COLUMNS = False  # set in a worker by WorkerStart: its collate takes Collated batches
 
 
 class WorkerCollate:
@@ -329,6 +398,24 @@ class WorkerCollate:
 
     def __repr__(self) -> str:
         return f"WorkerCollate({self.collate_fn!r})"
+
+
+class WorkerStart:
+    """The loader's ``worker_init_fn``, after telling the worker, before its first batch,
+    whether its collate takes ``Collated`` batches (``columns``: see ``columns_welcome``)."""
+
+    def __init__(self, worker_init_fn: Callable[[int], Any] | None, columns: bool) -> None:
+        self.worker_init_fn = worker_init_fn
+        self.columns = columns
+
+    def __call__(self, worker_id: int) -> None:
+        global _COLUMNS
+        _COLUMNS = self.columns
+        if self.worker_init_fn is not None:
+            self.worker_init_fn(worker_id)
+
+    def __repr__(self) -> str:
+        return f"WorkerStart({self.worker_init_fn!r}, columns={self.columns})"
 
 
 # -- main-process side -------------------------------------------------------------------
@@ -420,6 +507,10 @@ def _rebuild(skeleton: Any, slot: Any, raw: memoryview) -> Any:
         if leaf.kind == "bytes":
             view = raw[leaf.offset:leaf.offset + leaf.nbytes]
             return view if leaf.dtype is None else leaf.dtype(view)  # bytes or bytearray: a copy
+        if leaf.kind == "column":
+            view = raw[leaf.offset:leaf.offset + leaf.nbytes]
+            bounds = np.frombuffer(leaf.dtype, np.int64).tolist()
+            return [view[a:b] for a, b in zip(bounds, bounds[1:])]
         if leaf.kind == "tensor":
             return torch.frombuffer(slot, dtype=leaf.dtype, count=leaf.nbytes // _itemsize(leaf.dtype),
                                     offset=leaf.offset).view(leaf.shape)

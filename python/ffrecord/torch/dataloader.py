@@ -175,6 +175,9 @@ class DataLoader(torch.utils.data.DataLoader):
                 and not isinstance(collate_fn, _transport.WorkerCollate)):
             # A user's collate_fn gets back the types it made (bytes stay bytes: one copy
             # out of the slot); the default's bytes-like values arrive as views of it.
+            # A worker whose batches the default collate takes lets a structured dataset
+            # read them straight into its slot, column by column.
+            worker_init_fn = _transport.WorkerStart(worker_init_fn, columns=collate_fn is default_collate)
             collate_fn = _transport.WorkerCollate(collate_fn or torch.utils.data.default_convert,
                                                   exact_types=users_collate)
         super().__init__(

@@ -2,7 +2,11 @@
 ``ShardedDatasetReader`` or ``Mixture`` with a mask and a per-datapoint transform.
 
 Each batch is one ``read(indices, mask)`` of the dataset (one native call per selected
-field), then the transform per datapoint, then the DataLoader's ``collate_fn``. Readers pickle
+field), then the transform per datapoint, then the DataLoader's ``collate_fn``. In an
+ffrecord DataLoader worker with the default collate and no transform, a ``DatasetReader``'s
+``bytes`` fields are read straight into the shared memory the batch travels in, one column
+per field: no per-datapoint object in the worker, no copy in either process; the main
+process gets the list of read-only ``memoryview`` values the default collate always gave. Readers pickle
 by path and reopen themselves after ``fork()``, so any worker start method works, and
 ``ffrecord.torch.DataLoader``'s ``set_step`` / ``state_dict`` resume exactly: a dataset's
 indices, a mixture's included, mean the same datapoints in every process and run.
@@ -29,7 +33,11 @@ import numpy as np
 import torch.utils.data
 
 import ffrecord.order
+from ffrecord.dataset.reader import DatasetReader, parse_mask
 from ffrecord.order import datapoint_seeds
+
+from . import _transport
+from .collate import Collated, default_collate
 
 
 class StructuredDataset(torch.utils.data.Dataset):
@@ -60,6 +68,7 @@ class StructuredDataset(torch.utils.data.Dataset):
         self.transform = transform
         self.seeded = _takes_seed(transform) if seeded is None else bool(seeded)
         source.read([], mask)  # a bad mask fails here, not in a worker
+        self._columns = _column_plan(source, mask) if transform is None else None
 
     def __len__(self) -> int:
         return len(self.source)
@@ -72,7 +81,9 @@ class StructuredDataset(torch.utils.data.Dataset):
             return self.__getitems__(indices)
         return self.__getitems__([single])[0]
 
-    def __getitems__(self, indices: Any) -> list:
+    def __getitems__(self, indices: Any) -> list | Collated:
+        if self._columns is not None and _transport.columns_welcome(self):
+            return self._read_columns(np.asarray(indices, np.int64))
         datapoints = self.source.read(np.asarray(indices, np.int64), self.mask)
         if self.transform is None:
             return datapoints
@@ -82,6 +93,24 @@ class StructuredDataset(torch.utils.data.Dataset):
         if self.seeded:
             return [self.transform(d, seed) for d, seed in zip(datapoints, batch_seeds(indices))]
         return [self.transform(d) for d in datapoints]
+
+    def _read_columns(self, idx: np.ndarray) -> Collated:
+        """The batch collated field by field, in a loader worker: each ``bytes`` field read
+        by one call into the slot the batch travels in, handed on as a ``BytesColumn`` (no
+        per-datapoint object, no copy); the other fields read and collated as usual."""
+        names, raw, rest = self._columns
+        if len(idx) and not 0 <= idx.min() <= idx.max() < len(self.source):
+            self.source.read(idx, rest)  # raises the reader's IndexError
+        others = self.source.read(idx, rest) if rest else []
+        batch = Collated()
+        for name in names:
+            if name in raw:
+                buffer, offsets = self.source.field_reader(name).read_batch(idx.view(np.uint64),
+                                                                            out=_transport.slot_bytes)
+                batch[name] = _transport.BytesColumn(buffer, offsets)
+            else:
+                batch[name] = default_collate([d[name] for d in others])
+        return batch
 
     def ffrecord_files(self) -> list[str]:
         """The FFRecord files behind the dataset (for the loader's state fingerprint)."""
@@ -101,6 +130,19 @@ def batch_seeds(indices: Any) -> list[int]:
     """
     seeds = getattr(indices, "seeds", None)
     return seeds if seeds is not None else datapoint_seeds(0, 0, np.asarray(indices, np.int64)).tolist()
+
+
+def _column_plan(source: Any, mask: Any) -> tuple[list[str], set[str], list[str]] | None:
+    """``(fields in batch order, bytes fields read as columns, the others)`` when a loader
+    worker may read batches of ``source`` column by column (a ``DatasetReader`` whose mask
+    takes whole fields, some of them plain ``bytes`` decoded by the built-in codec); else None."""
+    if type(source) is not DatasetReader or (mask is not None and not isinstance(mask, (list, tuple, str))):
+        return None
+    if source.decoders and "bytes" in source.decoders:
+        return None
+    names = list(parse_mask(mask, source.fields))
+    raw = {name for name in names if source.fields[name].spec == "bytes"}
+    return (names, raw, [name for name in names if name not in raw]) if raw else None
 
 
 def _takes_seed(transform: Callable[..., Any] | None) -> bool:
