@@ -319,7 +319,8 @@ int32_t ffr_reader_read_ranges(int64_t handle, const uint64_t *triples, uint64_t
  * blocks[j]*stride+width), written to dst[j*width .. (j+1)*width) (dst_len in bytes). A
  * window not wholly in the stream is FFR_E_INDEX naming the block ("block b out of range
  * for m blocks"); dst_len < n*width*8 is FFR_E_SHORTBUF; item_size, stride or width out of
- * bounds, or starts out of order, FFR_E_INVALID. Nothing is written to dst on failure. */
+ * bounds, or starts out of order, FFR_E_INVALID: dst is then left alone (a failed read may
+ * leave it partly written). */
 int32_t ffr_reader_read_windows(int64_t handle, const int64_t *starts, const uint64_t *data_offsets,
                                 uint64_t nsamples, uint32_t item_size, int64_t separator,
                                 const uint64_t *blocks, uint64_t n, uint64_t stride,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"unsafe"
 )
 
 // ItemStream is the items of samples 0..len(Starts)-2 concatenated in index order: each
@@ -37,7 +38,8 @@ var windowScratches = sync.Pool{New: func() any { return new(windowScratch) }}
 // dst[j*width:(j+1)*width]. A window not wholly inside the stream is an error wrapping
 // ErrIndex naming the block; dst shorter than len(blocks)*width wraps io.ErrShortBuffer
 // (through ErrInvalid); a malformed stream (starts out of order, a sample's items past
-// its end) wraps ErrInvalid or ErrIndex. Nothing is written to dst then.
+// its end) wraps ErrInvalid or ErrIndex. dst is left alone when the arguments are wrong,
+// and may be partly written when a read fails.
 func (r *Reader) ReadWindows(s ItemStream, blocks []uint64, stride, width uint64, dst []int64) error {
 	samples := len(s.Starts) - 1
 	switch {
@@ -101,13 +103,11 @@ func (r *Reader) ReadWindows(s ItemStream, blocks []uint64, stride, width uint64
 		scratch.raw = make([]byte, rawBytes)
 	}
 	raw := scratch.raw[:rawBytes]
-	if err := r.ReadRanges(ranges, raw); err != nil {
+	// Widened straight from where the items were read: the file's mapping when it is in
+	// the page cache.
+	err := r.readRanges(ranges, raw, func(k int, part []byte) { widen(dst[dests[k]:], part, s.ItemSize) })
+	if err != nil {
 		return err
-	}
-	at := uint64(0)
-	for k, rg := range ranges {
-		widen(dst[dests[k]:], raw[at:at+rg.Length], s.ItemSize)
-		at += rg.Length
 	}
 	for _, p := range separators {
 		dst[p] = s.Separator
@@ -117,28 +117,41 @@ func (r *Reader) ReadWindows(s ItemStream, blocks []uint64, stride, width uint64
 
 // widen writes the little-endian unsigned items of raw to dst as int64.
 func widen(dst []int64, raw []byte, itemSize int) {
+	n := len(raw) / itemSize
+	if n == 0 {
+		return
+	}
+	dst = dst[:n]
+	if !littleEndian { // the items' bytes reversed in memory: decode each
+		for i := range dst {
+			var word [8]byte
+			copy(word[:], raw[i*itemSize:(i+1)*itemSize])
+			dst[i] = int64(binary.LittleEndian.Uint64(word[:]))
+		}
+		return
+	}
+	// The items as they lie (any alignment: loads of unaligned words are fine where Go
+	// runs little-endian), converted in a loop without bounds checks.
+	at := unsafe.Pointer(unsafe.SliceData(raw))
 	switch itemSize {
 	case 1:
-		for i, b := range raw {
-			dst[i] = int64(b)
+		for i, v := range raw[:n] {
+			dst[i] = int64(v)
 		}
 	case 2:
-		n := len(raw) / 2
-		dst = dst[:n]
-		for i := range dst {
-			dst[i] = int64(binary.LittleEndian.Uint16(raw[2*i:]))
+		for i, v := range unsafe.Slice((*uint16)(at), n) {
+			dst[i] = int64(v)
 		}
 	case 4:
-		n := len(raw) / 4
-		dst = dst[:n]
-		for i := range dst {
-			dst[i] = int64(binary.LittleEndian.Uint32(raw[4*i:]))
+		for i, v := range unsafe.Slice((*uint32)(at), n) {
+			dst[i] = int64(v)
 		}
 	default:
-		n := len(raw) / 8
-		dst = dst[:n]
-		for i := range dst {
-			dst[i] = int64(binary.LittleEndian.Uint64(raw[8*i:]))
+		for i, v := range unsafe.Slice((*uint64)(at), n) {
+			dst[i] = int64(v)
 		}
 	}
 }
+
+// littleEndian tells whether this machine stores integers as the items are stored.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1

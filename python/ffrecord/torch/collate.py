@@ -33,7 +33,7 @@ import torch
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils import collate as _torch_collate
 
-from ffrecord.reader import FileReader
+from ffrecord.reader import FileReader, _BufferPool
 
 from . import _transport
 
@@ -91,7 +91,10 @@ def batch_buffer(nbytes: int) -> np.ndarray:
     """
     _local.batch = None
     if get_worker_info() is None:
-        array = np.empty(nbytes, np.uint8)
+        pool = getattr(_local, "pool", None)
+        if pool is None:  # recycled once no batch refers to it: no page faults on fresh memory
+            pool = _local.pool = _BufferPool()
+        array = pool.take(nbytes)
         _local.batch = _BatchBuffer(array, None)
         return array
     tensor = _shared_bytes(nbytes)
