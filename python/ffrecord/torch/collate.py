@@ -170,8 +170,10 @@ def _collate_array(array: np.ndarray, current: _BatchBuffer | None) -> torch.Ten
     if current is not None and array.flags.c_contiguous:
         start = array.__array_interface__["data"][0] - current.array.__array_interface__["data"][0]
         if 0 <= start and start + array.nbytes <= current.array.nbytes:
-            flat = current.as_tensor()[start : start + array.nbytes]
             if start % dtype.itemsize == 0:
+                if current.tensor is None and array.flags.writeable:  # in process: wrapped as is
+                    return torch.from_numpy(array)
+                flat = current.as_tensor()[start : start + array.nbytes]
                 return flat.view(_DTYPES[dtype]).view(array.shape)
     if array.ndim == 1:  # torch wraps it without a copy: leave it to torch
         return None
