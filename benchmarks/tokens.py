@@ -202,8 +202,8 @@ def report(results: dict, tokens: int, args: argparse.Namespace) -> None:
              f"read litdata loader {args.workers} workers"),
             ("in process, TokenBlocks.read per batch (vs LitData's loader in process)",
              "read ffrecord TokenBlocks.read", "read litdata loader 0 workers")):
-        if ours not in results:  # --workers 0: the loaders in process only
-            continue
+        if ours == theirs.replace("litdata", "ffrecord") and args.workers == 0 and "0 workers" in label:
+            continue  # --workers 0: the loaders in process only, reported once
         a, b = results[ours], results[theirs]
         ratio = a["blocks_per_s"] / b["blocks_per_s"]
         print(f"blocks, {label}: ffrecord {a['blocks_per_s']:,.0f}/s (median batch: "
