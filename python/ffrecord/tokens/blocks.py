@@ -176,12 +176,13 @@ class TokenBlocks(_Blocks):
             total = int(starts[-1])
             self.block_size = _block_size(block_size, total - 1, f"{total} tokens make no block of "
                                           f"{block_size} + 1 (the last label)")
+            self._count = (total - 1) // self.block_size
         except BaseException:
             self.stream.close()
             raise
 
     def __len__(self) -> int:
-        return (self._starts[-1] - 1) // self.block_size
+        return self._count
 
     def _segments(self, idx: np.ndarray) -> list[tuple[int, int]]:
         """Per (block, document) piece, in block order then stream order: ``(where it
@@ -208,7 +209,7 @@ class TokenBlocks(_Blocks):
     def read(self, indices: Any, out: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
         """The blocks at ``indices``: an ``int64`` array of shape ``(len(indices), L + 1)``
         (in the buffer ``out(nbytes)`` returns, when given)."""
-        idx = index_array(indices, len(self))  # one core call: it rejects a block past the end
+        idx = index_array(indices, self._count)  # one core call: it rejects a block past the end
         width = self.block_size + 1
         block = _int64s(len(idx) * width, out).reshape(len(idx), width)
         self._windows.read(idx, self.block_size, width, block)

@@ -146,6 +146,7 @@ class WindowReader:
 
     def __init__(self, stream: TokenStream, separator: int | None) -> None:
         self.stream, self.separator = stream, separator
+        self._reader = stream._one_reader()
         gap = np.arange(stream.documents + 1) if separator is not None else 0
         self.starts = np.ascontiguousarray(stream.starts + gap, np.int64)
         # each .ctypes.data costs about a microsecond: the stream's addresses are taken once
@@ -166,7 +167,7 @@ class WindowReader:
             raise ValueError(f"out must be a C-contiguous int64 array of {len(blocks) * width} values")
         if blocks.dtype != np.uint64 or not blocks.flags.c_contiguous:
             raise ValueError("blocks must be a contiguous uint64 array")
-        dll, handle = self.stream._one_reader()._live()
+        dll, handle = self._reader._live()
         status = dll.ffr_reader_read_windows(handle, *self._stream_args, blocks.ctypes.data, len(blocks),
                                              stride, width, out.ctypes.data, out.nbytes)
         if status:
