@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--files", type=int, default=8)
-    parser.add_argument("--epochs", type=int, default=3,
+    parser.add_argument("--epochs", type=int, default=5,
                         help="epochs per read process, the fastest kept (a stall hits one epoch)")
     parser.add_argument("--smoke", action="store_true",
                         help="every measurement in this process: checks the code paths, quickly")
