@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 BATCH = 8
+_smoke = False  # --smoke: everything in this process, LitData's conversion workers forked
 GOALS = {"read": 2.0, "loader": 2.0, "convert": 1.0, "padding_points": 1.0}
 
 
@@ -81,7 +82,8 @@ def child(task: str, side: str, data: Path, out: Path, workers: int, block: int,
             from litdata import TokensLoader, optimize
 
             optimize(fn=litdata_tokenize, inputs=files, output_dir=str(out), chunk_size=(block + 1) * 512,
-                     item_loader=TokensLoader(), num_workers=workers, verbose=False)
+                     item_loader=TokensLoader(), num_workers=workers, verbose=False,
+                     start_method="fork" if _smoke else None)  # --smoke: no fresh interpreter
         return {"seconds": time.perf_counter() - start}
     start = time.perf_counter()
     if side == "ffrecord-read":
@@ -128,6 +130,8 @@ def child(task: str, side: str, data: Path, out: Path, workers: int, block: int,
 
 def run_child(*args: str, in_process: bool = False) -> dict:
     if in_process:  # --smoke: the code paths, not figures
+        global _smoke
+        _smoke = True
         task, side, data, out, workers, block, epochs = args
         return child(task, side, Path(data), Path(out), int(workers), int(block), int(epochs))
     proc = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True)
