@@ -309,6 +309,23 @@ int32_t ffr_reader_file_header(int64_t handle, uint64_t i, uint64_t *offsets,
 int32_t ffr_reader_read_ranges(int64_t handle, const uint64_t *triples, uint64_t n, void *dst,
                                uint64_t dst_len);
 
+/* Reads windows of an item stream, widened to int64, with one ranged read (as
+ * ffr_reader_read_ranges): the stream is the items of samples 0..nsamples-1 concatenated
+ * (the token ids of tokenized documents, say); sample k's items are little-endian unsigned
+ * integers of item_size bytes (1, 2, 4 or 8) from byte data_offsets[k] of the sample, and
+ * starts[k] (nsamples+1 entries, ascending) is where sample k begins in the stream. With
+ * separator >= 0, the last position of each sample in the stream holds separator, after its
+ * items (starts count it). Window j is stream positions [blocks[j]*stride,
+ * blocks[j]*stride+width), written to dst[j*width .. (j+1)*width) (dst_len in bytes). A
+ * window not wholly in the stream is FFR_E_INDEX naming the block ("block b out of range
+ * for m blocks"); dst_len < n*width*8 is FFR_E_SHORTBUF; item_size, stride or width out of
+ * bounds, or starts out of order, FFR_E_INVALID: dst is then left alone (a failed read may
+ * leave it partly written). */
+int32_t ffr_reader_read_windows(int64_t handle, const int64_t *starts, const uint64_t *data_offsets,
+                                uint64_t nsamples, uint32_t item_size, int64_t separator,
+                                const uint64_t *blocks, uint64_t n, uint64_t stride,
+                                uint64_t width, int64_t *dst, uint64_t dst_len);
+
 /* Checks, whatever the reader's flags, the samples in [start, start+count) in ascending
  * order (each one's place in its file, its CRC-32 and, when compressed, that it decodes to
  * its recorded size) and the metadata of every file the range touches (once per reader and

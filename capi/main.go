@@ -229,6 +229,15 @@ func ffr_reader_read_ranges(handle C.int64_t, triples *C.ffr_cu64, n C.uint64_t,
 	return C.int32_t(abi.ReaderReadRanges(int64(handle), unsafe.Pointer(triples), uint64(n), dst, uint64(dstLen)))
 }
 
+//export ffr_reader_read_windows
+func ffr_reader_read_windows(handle C.int64_t, starts *C.ffr_ci64, dataOffsets *C.ffr_cu64, nsamples C.uint64_t,
+	itemSize C.uint32_t, separator C.int64_t, blocks *C.ffr_cu64, n C.uint64_t, stride, width C.uint64_t,
+	dst *C.int64_t, dstLen C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderReadWindows(int64(handle), unsafe.Pointer(starts), unsafe.Pointer(dataOffsets),
+		uint64(nsamples), uint32(itemSize), int64(separator), unsafe.Pointer(blocks), uint64(n), uint64(stride),
+		uint64(width), unsafe.Pointer(dst), uint64(dstLen)))
+}
+
 //export ffr_reader_verify
 func ffr_reader_verify(handle C.int64_t, start, count C.uint64_t, bad *C.uint64_t, reasons *C.int32_t, capacity C.uint64_t,
 	text *C.char, textLen C.size_t, nbad, next *C.uint64_t) C.int32_t {

@@ -23,6 +23,14 @@ type Range struct {
 // ErrIndex naming the sample and the range; when dst is smaller than the ranges add up to,
 // the error wraps io.ErrShortBuffer. Either way nothing is read.
 func (r *Reader) ReadRanges(ranges []Range, dst []byte) error {
+	return r.readRanges(ranges, dst, nil)
+}
+
+// readRanges is ReadRanges, handing each range's bytes to use (when not nil) as well: a
+// part of a raw sample is handed where it was read, the file's mapping perhaps, and is
+// then not copied into dst, which is only scratch for reads the mapping cannot serve.
+// use runs under the reader's fault guard.
+func (r *Reader) readRanges(ranges []Range, dst []byte, use func(k int, part []byte)) error {
 	if err := r.acquire(); err != nil {
 		return err
 	}
@@ -57,8 +65,16 @@ func (r *Reader) ReadRanges(ranges []Range, dst []byte) error {
 		for k, rg := range ranges {
 			it := &b.items[k]
 			cur = it
-			if err := r.deliverPart(it, rg, whole[k], dst[it.out:it.out+rg.Length]); err != nil {
+			out := dst[it.out : it.out+rg.Length]
+			if use != nil && !whole[k] && it.inPlace() {
+				use(k, it.src)
+				continue
+			}
+			if err := r.deliverPart(it, rg, whole[k], out); err != nil {
 				return err
+			}
+			if use != nil {
+				use(k, out)
 			}
 		}
 		return nil

@@ -121,6 +121,25 @@ def test_blocks_equal_the_concatenation(tmp_path: Path, separator: int | None, b
     assert (last == flat[(len(blocks) - 1) * block_size:len(blocks) * block_size + 1]).all()
 
 
+def test_blocks_of_wide_tokens_and_bad_block_indices(tmp_path: Path) -> None:
+    """uint32 ids are widened whole; a block past the end is an IndexError naming it, and
+    the core is never handed an array of the wrong kind."""
+    docs = random_documents(30, 5, vocab=1 << 20)
+    path = write_docs(tmp_path / "wide", docs, vocab=1 << 20)
+    flat = stream_of(docs, 7)
+    blocks = TokenBlocks(path, block_size=5, separator=7)
+    assert blocks.stream.dtype == np.uint32 and flat.max() > 1 << 16
+    got = blocks.read([len(blocks) - 1, 0, -1])
+    assert (got[0] == flat[(len(blocks) - 1) * 5:len(blocks) * 5 + 1]).all() and (got[1] == flat[:6]).all()
+    assert (got[2] == got[0]).all()
+    with pytest.raises(IndexError, match=f"block {len(blocks)} out of range for {len(blocks)} blocks"):
+        blocks.read([0, len(blocks)])
+    with pytest.raises(ValueError, match="int64"):
+        blocks._windows.read(np.zeros(1, np.uint64), 5, 6, np.zeros(6, np.int32))
+    with pytest.raises(ValueError, match="uint64"):
+        blocks._windows.read(np.zeros(1, np.int64), 5, 6, np.zeros(6, np.int64))
+
+
 def test_block_dict_marks_documents(tmp_path: Path) -> None:
     docs = random_documents(40, 4, high=12)
     path = write_docs(tmp_path / "d", docs)

@@ -117,6 +117,8 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_reader_file_info": [c_int64, c_uint64, c_void_p, c_uint64],
     "ffr_reader_file_header": [c_int64, c_uint64, c_void_p, c_void_p, c_uint64],
     "ffr_reader_read_ranges": [c_int64, c_void_p, c_uint64, c_void_p, c_uint64],
+    "ffr_reader_read_windows": [c_int64, c_void_p, c_void_p, c_uint64, c_uint32, c_int64, c_void_p,
+                                c_uint64, c_uint64, c_uint64, c_void_p, c_uint64],
     "ffr_reader_verify": [c_int64, c_uint64, c_uint64, c_void_p, c_void_p, c_uint64, c_char_p,
                           c_size_t, _u64p, _u64p],
     "ffr_reader_close": [c_int64],

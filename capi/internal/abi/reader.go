@@ -292,6 +292,39 @@ func ReaderReadRanges(handle int64, triples unsafe.Pointer, n uint64, dst unsafe
 	return StatusOK
 }
 
+// ReaderReadWindows implements ffr_reader_read_windows.
+func ReaderReadWindows(handle int64, starts, dataOffsets unsafe.Pointer, nsamples uint64, itemSize uint32, separator int64,
+	blocks unsafe.Pointer, n, stride, width uint64, dst unsafe.Pointer, dstLen uint64) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_read_windows"
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	if nsamples == math.MaxUint64 {
+		return fail(&callError{StatusInvalid, fn + ": nsamples is larger than any buffer"})
+	}
+	stream := core.ItemStream{ItemSize: int(itemSize), Separator: separator}
+	if stream.Starts, err = cArray[int64](fn, "starts", starts, nsamples+1); err != nil {
+		return fail(err)
+	}
+	if stream.DataOffsets, err = cArray[uint64](fn, "data_offsets", dataOffsets, nsamples); err != nil {
+		return fail(err)
+	}
+	idx, err := cArray[uint64](fn, "blocks", blocks, n)
+	if err != nil {
+		return fail(err)
+	}
+	out, err := cArray[int64](fn, "dst", dst, dstLen/8)
+	if err != nil {
+		return fail(err)
+	}
+	if err := r.ReadWindows(stream, idx, stride, width, out); err != nil {
+		return fail(err)
+	}
+	return StatusOK
+}
+
 // batchArgs resolves the reader and the indices and sizes arrays shared by the batch calls.
 func batchArgs(fn string, handle int64, indices unsafe.Pointer, n uint64, sizes unsafe.Pointer) (*core.Reader, []uint64, []uint64, error) {
 	r, err := readers.get(fn, handle)

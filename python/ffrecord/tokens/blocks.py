@@ -170,26 +170,27 @@ class TokenBlocks(_Blocks):
         self.stream = TokenStream(path, field, storage_options=storage_options)
         try:
             stream = self.stream
-            starts = stream.starts + (np.arange(stream.documents + 1) if self.separator is not None else 0)
+            self._windows = stream.windows(self.separator)
+            starts = self._windows.starts
             self._starts = array.array("q", starts.tobytes())  # where each document starts in the stream
             total = int(starts[-1])
             self.block_size = _block_size(block_size, total - 1, f"{total} tokens make no block of "
                                           f"{block_size} + 1 (the last label)")
+            self._count = (total - 1) // self.block_size
         except BaseException:
             self.stream.close()
             raise
 
     def __len__(self) -> int:
-        return (self._starts[-1] - 1) // self.block_size
+        return self._count
 
-    def _pieces(self, idx: np.ndarray) -> list[tuple[int, int, int, int, int]]:
-        """Per (block, document) piece, in block order then stream order: ``(document,
-        first token in it, tokens, where they land in the output, stream positions)``;
-        the positions exceed the tokens by one where the piece ends in a separator. Plain
-        Python over ``array`` values: a batch has a few pieces per block, and a numpy call
-        costs more than a loop step here."""
+    def _segments(self, idx: np.ndarray) -> list[tuple[int, int]]:
+        """Per (block, document) piece, in block order then stream order: ``(where it
+        lands in the output, stream positions it spans)`` (a separator belongs to the
+        document it ends). Plain Python over ``array`` values: a batch has a few pieces per
+        block, and a numpy call costs more than a loop step here."""
         width = self.block_size + 1
-        starts, gap = self._starts, self.separator is not None
+        starts = self._starts
         pieces = []
         for row, block in enumerate(idx.tolist()):
             start = block * self.block_size
@@ -199,10 +200,7 @@ class TokenBlocks(_Blocks):
                 low, high = starts[doc], starts[doc + 1]
                 begin = start if start > low else low
                 end = stop if stop < high else high
-                within = begin - low
-                tokens = high - low - gap - within
-                pieces.append((doc, within, tokens if tokens < end - begin else end - begin,
-                               row * width + begin - start, end - begin))
+                pieces.append((row * width + begin - start, end - begin))
                 if high >= stop:
                     break
                 doc += 1
@@ -211,27 +209,22 @@ class TokenBlocks(_Blocks):
     def read(self, indices: Any, out: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
         """The blocks at ``indices``: an ``int64`` array of shape ``(len(indices), L + 1)``
         (in the buffer ``out(nbytes)`` returns, when given)."""
-        return self._read(self._indices(indices), out)[0]
-
-    def _read(self, idx: np.ndarray, allocate: Callable[[int], np.ndarray] | None) -> tuple[np.ndarray, list]:
+        idx = index_array(indices, self._count)  # one core call: it rejects a block past the end
         width = self.block_size + 1
-        out = _int64s(len(idx) * width, allocate)
-        pieces = self._pieces(idx)
-        self.stream.gather((piece[:4] for piece in pieces), out)
-        if self.separator is not None:
-            out[[dest + count for _, _, count, dest, size in pieces if size > count]] = self.separator
-        return out.reshape(len(idx), width), pieces
+        block = _int64s(len(idx) * width, out).reshape(len(idx), width)
+        self._windows.read(idx, self.block_size, width, block)
+        return block
 
     def read_dict(self, indices: Any, out: Callable[[int], np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """The blocks at ``indices`` as ``input_ids``, ``labels``, ``segment_ids`` and
         ``positions``: ``int64`` arrays of shape ``(len(indices), L)``."""
         idx = self._indices(indices)
-        block, pieces = self._read(idx, None)
+        block = self.read(idx)
         width = self.block_size + 1
         columns = _lm_columns(len(idx), self.block_size, out)
         columns["input_ids"][:] = block[:, :-1]
         columns["labels"][:] = block[:, 1:]
-        _, _, _, dest, size = np.array(pieces, np.int64).reshape(-1, 5).T
+        dest, size = np.array(self._segments(idx), np.int64).reshape(-1, 2).T
         row = dest // width
         first_in_row = np.r_[True, row[1:] != row[:-1]] if len(row) else np.empty(0, bool)
         segment = np.cumsum(~first_in_row)

@@ -33,7 +33,7 @@ import torch
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils import collate as _torch_collate
 
-from ffrecord.reader import FileReader
+from ffrecord.reader import FileReader, _BufferPool
 
 from . import _transport
 
@@ -91,7 +91,10 @@ def batch_buffer(nbytes: int) -> np.ndarray:
     """
     _local.batch = None
     if get_worker_info() is None:
-        array = np.empty(nbytes, np.uint8)
+        pool = getattr(_local, "pool", None)
+        if pool is None:  # recycled once no batch refers to it: no page faults on fresh memory
+            pool = _local.pool = _BufferPool()
+        array = pool.take(nbytes)
         _local.batch = _BatchBuffer(array, None)
         return array
     tensor = _shared_bytes(nbytes)
@@ -179,8 +182,10 @@ def _collate_array(array: np.ndarray, current: _BatchBuffer | None) -> torch.Ten
     if current is not None and array.flags.c_contiguous:
         start = array.__array_interface__["data"][0] - current.array.__array_interface__["data"][0]
         if 0 <= start and start + array.nbytes <= current.array.nbytes:
-            flat = current.as_tensor()[start : start + array.nbytes]
             if start % dtype.itemsize == 0:
+                if current.tensor is None and array.flags.writeable:  # in process: wrapped as is
+                    return torch.from_numpy(array)
+                flat = current.as_tensor()[start : start + array.nbytes]
                 return flat.view(_DTYPES[dtype]).view(array.shape)
     if array.ndim == 1:  # torch wraps it without a copy: leave it to torch
         return None
