@@ -33,7 +33,8 @@ import torch
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils import collate as _torch_collate
 
-from ffrecord.reader import FileReader, _BufferPool
+from ffrecord._buffers import BufferPool
+from ffrecord.reader import FileReader
 
 from . import _transport
 
@@ -93,7 +94,7 @@ def batch_buffer(nbytes: int) -> np.ndarray:
     if get_worker_info() is None:
         pool = getattr(_local, "pool", None)
         if pool is None:  # recycled once no batch refers to it: no page faults on fresh memory
-            pool = _local.pool = _BufferPool()
+            pool = _local.pool = BufferPool()
         array = pool.take(nbytes)
         _local.batch = _BatchBuffer(array, None)
         return array
