@@ -317,3 +317,20 @@ func TestPrefetchDownloadsAheadWithinRoom(t *testing.T) {
 		t.Fatalf("prefetched chunks were downloaded again: %v, %d requests", err, obj.requests.Load())
 	}
 }
+
+func TestPrefetchReadsCachedChunksAheadOnce(t *testing.T) {
+	dir := t.TempDir()
+	obj := newObject(30_100, "v1")
+	c, _ := cachedOver(t, obj, dir, 0, 10_000)
+	readAll(t, c)
+	obj.requests.Store(0)
+	if n := c.Prefetch([]int64{100, 10_100, 10_200}); n != 2 {
+		t.Fatalf("prefetch of 2 cached chunks started %d read-aheads", n)
+	}
+	if n := c.Prefetch([]int64{100, 10_100}); n != 0 {
+		t.Fatalf("chunks read ahead already were read ahead again: %d", n)
+	}
+	if obj.requests.Load() != 0 || c.prefetching.Load() != 0 {
+		t.Fatal("a cached chunk was downloaded again")
+	}
+}

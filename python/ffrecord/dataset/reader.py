@@ -333,6 +333,18 @@ class DatasetReader(Readable):
         names = list(columns)
         return [dict(zip(names, values)) for values in zip(*columns.values())]
 
+    def prefetch(self, indices: Any, mask: Any = None) -> int:
+        """Starts bringing the datapoints at ``indices`` (the fields ``mask`` selects) closer
+        and returns at once, as ``FileReader.prefetch`` does for each field's file: into the
+        page cache, or, remote, into the chunk cache (downloaded ahead). Fields held in
+        memory need nothing. Returns the reads queued; a hint.
+
+        >>> reader.prefetch([7, 3]); reader.read([7, 3])   # doctest: +SKIP
+        """
+        idx = self._indices(indices)
+        return sum(self._readers[name].prefetch(idx) for name in parse_mask(mask, self._fields)
+                   if name not in self._held)
+
     def available(self, index: int) -> dict[str, int | bool]:
         idx = np.array([one_index(index, self._length)], np.int64)
         return {name: int(self._counts(field, idx)[0]) if field.sequence else True

@@ -285,7 +285,7 @@ class DataLoader(torch.utils.data.DataLoader):
             generator_state = self.generator.get_state()
         if isinstance(self._planner, EpochBatchSampler):
             self._planner.plan(epoch, start, base)
-            if isinstance(self.dataset, Dataset):
+            if isinstance(self.dataset, (Dataset, StructuredDataset)):
                 # A worker's batches come every num_workers batches and it holds prefetch_factor
                 # of them queued: the batch to prefetch is the one after those.
                 self._planner.lookahead = max(1, self.num_workers * (self.prefetch_factor or 1))

@@ -73,6 +73,9 @@ class StructuredDataset(torch.utils.data.Dataset):
         return self.__getitems__([single])[0]
 
     def __getitems__(self, indices: Any) -> list:
+        ahead = getattr(indices, "ahead", None)  # the batch the loader reads after the next ones
+        if ahead and hasattr(self.source, "prefetch"):
+            self.source.prefetch(ahead, self.mask)
         datapoints = self.source.read(np.asarray(indices, np.int64), self.mask)
         if self.transform is None:
             return datapoints
