@@ -321,8 +321,9 @@ func TestPrefetchDownloadsAheadWithinRoom(t *testing.T) {
 func TestPrefetchReadsCachedChunksAheadOnce(t *testing.T) {
 	dir := t.TempDir()
 	obj := newObject(30_100, "v1")
-	c, _ := cachedOver(t, obj, dir, 0, 10_000)
-	readAll(t, c)
+	earlier, _ := cachedOver(t, obj, dir, 0, 10_000)
+	readAll(t, earlier)
+	c, _ := cachedOver(t, obj, dir, 0, 10_000) // a new reader, of chunks cached already
 	obj.requests.Store(0)
 	if n := c.Prefetch([]int64{100, 10_100, 10_200}); n != 2 {
 		t.Fatalf("prefetch of 2 cached chunks started %d read-aheads", n)

@@ -31,6 +31,11 @@ type Cached struct {
 	bounds []int64
 	stats  *Stats
 
+	// SamplesChecked: the reader checks the CRC-32 of every sample it serves (and
+	// Invalidates the chunks of one found damaged), so the chunk files' own CRC-32s need
+	// not be checked first, which would read every chunk once more in each process.
+	SamplesChecked bool
+
 	prefetching atomic.Int32
 	readAhead   []atomic.Bool // chunk k's cached file was read ahead into the page cache
 }
@@ -140,15 +145,21 @@ func (c *Cached) ReadRanges(spans []Span) error {
 	return nil
 }
 
-// chunk leases chunk k, downloading it with one request when it is not cached.
+// chunk leases chunk k, downloading it with one request when it is not cached. A cached
+// chunk's file is read ahead whole the first time: the reads that follow find it in the
+// page cache, as a chunk-aware order reads every sample of a chunk before long.
 func (c *Cached) chunk(k int) (*chunk, error) {
 	off := c.bounds[k]
-	return c.store.get(c.chunkName(k), c.bounds[k+1]-off, func(buf []byte) error {
+	ch, err := c.store.get(c.chunkName(k), c.bounds[k+1]-off, !c.SamplesChecked, func(buf []byte) error {
 		if o, ok := c.under.(*Object); ok {
 			return o.readWhole(Span{Off: off, Buf: buf})
 		}
 		return c.under.ReadRanges([]Span{{Off: off, Buf: buf}})
 	}, c.stats)
+	if err == nil && c.readAhead[k].CompareAndSwap(false, true) {
+		ch.readAhead()
+	}
+	return ch, err
 }
 
 // Invalidate deletes the cached chunks overlapping bytes [off, end), found damaged.
