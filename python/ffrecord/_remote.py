@@ -29,7 +29,7 @@ _ENV_PREFIXES = ("AWS_", "FFRECORD_CACHE_DIR", "FFRECORD_CACHE_LIMIT", "FFRECORD
 #: The options the core accepts (``capi/ffrecord.h``, ``ffr_reader_open_options``).
 OPTION_NAMES = frozenset({"endpoint_url", "region", "profile", "anonymous", "virtual_hosted",
                           "concurrency", "coalesce_gap", "merge_gap", "timeout", "retries",
-                          "cache_dir", "cache_limit", "chunk_size"})
+                          "cache_dir", "cache_limit", "chunk_size", "versions"})
 
 
 def is_url(path: Any) -> bool:

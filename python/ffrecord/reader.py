@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import operator
 import os
 import sys
@@ -113,7 +114,7 @@ class FileReader:
               verified: tuple[int, ...], storage_options: dict[str, Any] | None = None) -> None:
         self.check_data = bool(check_data)
         self.direct = bool(direct)
-        self.storage_options = None if storage_options is None else dict(storage_options)
+        self.storage_options, self._versions = unpinned(storage_options)
         _remote.encode_options(self.storage_options)  # a bad option fails before any open
         self._closed = True  # until the open succeeds, so __del__ has nothing to do
         self._reopen_lock = threading.Lock()
@@ -520,9 +521,16 @@ class FileReader:
         they spare it checking again the files that have not changed."""
         return self._verified
 
+    @property
+    def versions(self) -> dict[str, Any]:
+        """The size and ETag of each remote file as this reader opened it, by URL: a copy
+        of the reader (after ``fork()`` or unpickling) reads those versions, and opens them
+        without a request; an object replaced since raises ``ObjectChangedError``."""
+        return dict(self._versions)
+
     def __reduce__(self) -> tuple[Any, ...]:
         return _unpickle, (type(self), self.fnames, self.check_data, self.direct,
-                           self.verified_files, self.storage_options)
+                           self.verified_files, pinned(self.storage_options, self._versions))
 
     def __repr__(self) -> str:
         names = self.fnames if len(self.fnames) <= 3 else [*self.fnames[:2], "...", self.fnames[-1]]
@@ -560,10 +568,12 @@ class FileReader:
         encoded = (ctypes.c_char_p * len(paths))(*map(_paths.encode, paths))
         flags = (_lib.CHECK_DATA if self.check_data else 0) | (_lib.DIRECT if self.direct else 0)
         handle = ctypes.c_int64()
-        if any(map(_remote.is_url, paths)):  # remote files: no local identity to vouch for
+        if any(map(_remote.is_url, paths)):  # remote files: the versions opened first, pinned
             _lib.check(lib.dll.ffr_reader_open_options(
-                encoded, len(paths), flags, _remote.encode_options(self.storage_options),
+                encoded, len(paths), flags,
+                _remote.encode_options(pinned(self.storage_options, self._versions)),
                 ctypes.byref(handle)))
+            self._versions = json.loads(_lib.copy_text(lib.dll.ffr_reader_versions, handle.value))
             return lib, handle.value
         ids = (ctypes.c_uint64 * len(self._verified))(*self._verified)
         _lib.check(lib.dll.ffr_reader_open_verified(encoded, len(paths), flags, ids,
@@ -736,6 +746,31 @@ def _allocator(make: Any) -> Any:
         return buf
 
     return allocate
+
+
+def pinned(storage_options: dict[str, Any] | None, versions: dict[str, Any]) -> dict[str, Any] | None:
+    """``storage_options`` with remote files pinned to ``versions`` (``FileReader.versions``).
+
+    >>> pinned({"region": "x"}, {"s3://b/a.ffr": {"size": 9, "etag": "e"}})["versions"]
+    {'s3://b/a.ffr': {'size': 9, 'etag': 'e'}}
+    >>> pinned(None, {}) is None
+    True
+    """
+    if not versions:
+        return storage_options
+    return {**(storage_options or {}), "versions": {**(storage_options or {}).get("versions", {}), **versions}}
+
+
+def unpinned(storage_options: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """``storage_options`` without the versions ``pinned`` added, and those versions.
+
+    >>> unpinned(pinned({"region": "x"}, {"s3://b/a.ffr": {"size": 9, "etag": "e"}}))[0]
+    {'region': 'x'}
+    """
+    if storage_options is None:
+        return None, {}
+    options = dict(storage_options)
+    return options, dict(options.pop("versions", None) or {})
 
 
 def _unpickle(cls: type[FileReader], fnames: list[str], check_data: bool,

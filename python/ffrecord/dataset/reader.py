@@ -16,7 +16,7 @@ import numpy as np
 from .. import _remote
 from .._indices import index_array, one_index
 from .._single import SampleReads
-from ..reader import FileReader
+from ..reader import FileReader, pinned, unpinned
 from . import codecs, sequence
 from .errors import (CodecError, CorruptDatasetError, IncompleteDatasetError, MaskError,
                      SequenceRangeError, SpecError)
@@ -222,7 +222,7 @@ class DatasetReader(Readable):
                  cache_limit: int | None = None, chunk_size: int | None = None) -> None:
         storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
         self._readers: dict[str, FileReader] = {}
-        self.storage_options = storage_options
+        self.storage_options, self._pins = unpinned(storage_options)  # pins: a copy's versions
         self.directory = _remote.as_path(directory, storage_options)
         self.decoders = decoders
         self.cache_keys = tuple(cache_keys)
@@ -283,7 +283,7 @@ class DatasetReader(Readable):
         path = self.directory / field.file
         if not path.is_file():
             raise IncompleteDatasetError(f"{self.directory}: field {field.name!r}: {field.file} is missing")
-        reader = FileReader(path, self.check_data, storage_options=self.storage_options)
+        reader = FileReader(path, self.check_data, storage_options=pinned(self.storage_options, self._pins))
         if reader.n != self._length:
             reader.close()
             raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} datapoints; "
@@ -372,7 +372,7 @@ class DatasetReader(Readable):
             with self._cache_lock:
                 if self._joint is None:
                     self._joint = FileReader([self._readers[n].fnames[0] for n in self._fields],
-                                             self.check_data, storage_options=self.storage_options)
+                                             self.check_data, storage_options=self._pinned_options())
         position = {name: k for k, name in enumerate(self._fields)}
         joint = np.concatenate([idx + position[name] * self._length for name in names])
         buf, offsets = self._joint.read_batch(joint.view(np.uint64))
@@ -596,9 +596,18 @@ class DatasetReader(Readable):
         if self._joint is not None:
             self._joint.close()
 
+    @property
+    def versions(self) -> dict[str, Any]:
+        """The versions of the remote field files as opened (see ``FileReader.versions``)."""
+        return {url: version for reader in self._readers.values() for url, version in reader.versions.items()}
+
+    def _pinned_options(self) -> dict[str, Any] | None:
+        """The storage options with the field files pinned to the versions opened here."""
+        return pinned(self.storage_options, self.versions)
+
     def __reduce__(self) -> tuple[Any, ...]:
         return _reopen, (type(self), str(self.directory), self.decoders, self.cache_keys,
-                         self.check_data, self.storage_options)
+                         self.check_data, self._pinned_options())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, {self.spec}) n={self._length}"
@@ -686,7 +695,7 @@ class ShardedDatasetReader(Routed):
                  chunk_size: int | None = None) -> None:
         storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
         self.directory = _remote.as_path(directory, storage_options)
-        self.storage_options = storage_options
+        self.storage_options = unpinned(storage_options)[0]  # members take the versions
         self.decoders, self.cache_keys, self.check_data = decoders, tuple(cache_keys), check_data
         self.shardstart, self.shardstep = shardstart, shardstep
         if shardstart < 0 or shardstep < 1:
@@ -729,8 +738,9 @@ class ShardedDatasetReader(Routed):
         return member, idx - self._starts[member]
 
     def __reduce__(self) -> tuple[Any, ...]:
+        versions = {url: v for member in self.members for url, v in member.versions.items()}
         return _reopen_sharded, (str(self.directory), self.decoders, self.shardstart, self.shardstep,
-                                 self.cache_keys, self.check_data, self.storage_options)
+                                 self.cache_keys, self.check_data, pinned(self.storage_options, versions))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, shards={self.shards}) n={len(self)}"
