@@ -155,10 +155,9 @@ def peer_epoch(peer: str, kind: str, url: str, local: str) -> dict[str, float]:
         import litdata
         from litdata.streaming import downloader
 
-        # The loopback server speaks plain HTTP, which LitData's obstore client refuses
-        # (reqwest: BadScheme): it downloads with its boto3 client instead.
-        downloader._OBSTORE_AVAILABLE = False
-        os.environ["LITDATA_ASYNC_CHUNK_PREFETCH"] = "0"
+        # The loopback server speaks plain HTTP, which obstore (LitData's fast client)
+        # refuses unless its client options allow it (reqwest: BadScheme otherwise).
+        downloader._OBSTORE_CLIENT_OPTIONS = {**downloader._OBSTORE_CLIENT_OPTIONS, "allow_http": True}
         dataset = litdata.StreamingDataset(f"s3://bench/lit-{kind}", shuffle=True, seed=0,
                                            cache_dir=local)
     loader = torch.utils.data.DataLoader(dataset, batch_size=64, num_workers=2,
