@@ -335,3 +335,17 @@ func TestPrefetchReadsCachedChunksAheadOnce(t *testing.T) {
 		t.Fatal("a cached chunk was downloaded again")
 	}
 }
+
+func TestPrefetchWhileAnotherRunsStillReportsMissingChunks(t *testing.T) {
+	dir := t.TempDir()
+	obj := newObject(30_100, "v1")
+	c, stats := cachedOver(t, obj, dir, 0, 10_000)
+	c.prefetching.Store(1) // a prefetch under way
+	if n := c.Prefetch([]int64{100, 10_100}); n != 2 || obj.requests.Load() != 0 {
+		t.Fatalf("a hint of 2 missing chunks while busy: %d (0 means all cached), %d requests", n, obj.requests.Load())
+	}
+	c.prefetching.Store(0)
+	if stats.Prefetched.Load() != 0 {
+		t.Fatal("a busy prefetch started downloads")
+	}
+}

@@ -172,7 +172,9 @@ func (c *Cached) Invalidate(off, end int64) {
 // Prefetch downloads, in the background, the chunks holding the given byte offsets that
 // are not cached yet, as many as the cache has room for beside the chunks being read
 // (Store limit ÷ chunk size − MinChunks), and returns how many it started. A prefetch still
-// running makes a new hint a no-op, so hints never pile up.
+// running makes a new hint a no-op, so hints never pile up; it then returns how many of
+// the hinted chunks are missing all the same, so that 0 always means "all cached" (a
+// caller that pauses its hints then, as the torch Dataset does, keeps hinting).
 //
 // A chunk cached already is read ahead instead, once per reader: its file is read into
 // the page cache in the background (one sequential read), so that a warm epoch does not
@@ -198,7 +200,7 @@ func (c *Cached) Prefetch(offsets []int64) int {
 		todo = todo[:room]
 	}
 	if len(todo) == 0 || !c.prefetching.CompareAndSwap(0, 1) {
-		return started
+		return started + len(todo)
 	}
 	go func() {
 		defer c.prefetching.Store(0)
