@@ -196,7 +196,7 @@ int32_t ffr_reader_verified(int64_t handle, uint64_t *ids, uint64_t nids, uint64
  * configuring access to paths that are URLs (s3://bucket/key, s3://bucket/prefix/,
  * http(s)://...; file:// names a local path): "endpoint_url", "region", "profile",
  * "anonymous", "virtual_hosted", "concurrency", "coalesce_gap" (bytes), "timeout"
- * (seconds per request), "retries", "cache_dir". Unset fields come from the environment (AWS_ENDPOINT_URL,
+ * (seconds per request), "retries", "cache_dir", "versions" (see ffr_reader_versions). Unset fields come from the environment (AWS_ENDPOINT_URL,
  * AWS_REGION, AWS_PROFILE, the AWS credentials and config files, FFRECORD_CACHE_DIR,
  * FFRECORD_REMOTE_CONCURRENCY). An unknown field is FFR_E_INVALID. A missing object is
  * FFR_E_NOTFOUND (errno ENOENT), a refused one FFR_E_IO with errno EACCES, a response
@@ -251,6 +251,13 @@ int32_t ffr_reader_stats(int64_t handle, int64_t *stats, uint64_t n);
 /* Warnings raised at open (e.g. a legacy file whose metadata checksum is 0), one per line,
  * copied like ffr_reader_fname. Empty when there are none. */
 int32_t ffr_reader_warnings(int64_t handle, char *buf, size_t len, size_t *needed);
+
+/* The version of each remote file as the reader opened it, copied like ffr_reader_fname:
+ * a JSON object {"URL": {"size": N, "etag": "..."}, ...} (files without an ETag left out;
+ * "{}" for local files). Passed as the "versions" storage option to ffr_reader_open_options
+ * in another process, it opens those objects with no request and pins them to the same
+ * versions (a read of one replaced since fails with errno ESTALE). */
+int32_t ffr_reader_versions(int64_t handle, char *buf, size_t len, size_t *needed);
 
 /* sizes[k] = size in bytes of sample indices[k], as ffr_reader_read_batch returns it
  * (the original size for compressed samples). */

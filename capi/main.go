@@ -194,6 +194,11 @@ func ffr_reader_warnings(handle C.int64_t, buf *C.char, size C.size_t, needed *C
 	return C.int32_t(abi.ReaderWarnings(int64(handle), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
 }
 
+//export ffr_reader_versions
+func ffr_reader_versions(handle C.int64_t, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
+	return C.int32_t(abi.ReaderVersions(int64(handle), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
+}
+
 //export ffr_reader_sizes
 func ffr_reader_sizes(handle C.int64_t, indices *C.ffr_cu64, n C.uint64_t, sizes *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderSizes(int64(handle), unsafe.Pointer(indices), uint64(n), unsafe.Pointer(sizes)))

@@ -75,7 +75,8 @@ func (r *Reader) Prefetch(indices []uint64) (int, error) {
 
 // downloadAhead starts downloading the chunks holding the spans of remote files read
 // through the chunk cache (those not cached yet, as many as the cache has room for) and
-// returns how many chunks it started; without a cache it does nothing.
+// returns how many chunks it started (or found missing while a download ahead runs);
+// without a cache it does nothing.
 func downloadAhead(spans []prefetchSpan) int {
 	byFile := map[*source.Cached][]int64{}
 	for _, s := range spans {

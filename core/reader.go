@@ -153,6 +153,20 @@ func (r *Reader) FileCounts() []uint64 {
 // Warnings are the notices raised at Open, such as files whose metadata checksum is 0.
 func (r *Reader) Warnings() []string { return append([]string(nil), r.warnings...) }
 
+// Versions are the size and ETag of each remote file, by URL, as this reader opened them
+// (files whose store gives no ETag are left out): handed to another reader as
+// remote.Options.Versions, they pin its files to the same versions, and spare it a request
+// per file at open.
+func (r *Reader) Versions() map[string]remote.Version {
+	out := map[string]remote.Version{}
+	for _, f := range r.files {
+		if f.remote != nil && f.remote.src.Version() != "" {
+			out[f.path] = remote.Version{Size: f.remote.src.Size(), ETag: f.remote.src.Version()}
+		}
+	}
+	return out
+}
+
 // locate maps a global index to its file and the index within that file.
 func (r *Reader) locate(index uint64) (int, uint64, error) {
 	if index >= r.Len() {

@@ -60,15 +60,16 @@ func openRemoteFile(url string, opts ReaderOptions, stats *source.Stats) (_ *dat
 	if err := withFaultGuard(where, func() error { return f.parseHeader(opts.CheckData, &warnings) }); err != nil {
 		return nil, nil, err
 	}
-	if err := withFaultGuard(where, func() error { return f.useChunkCache(opts.Remote, stats) }); err != nil {
+	if err := withFaultGuard(where, func() error { return f.useChunkCache(opts, stats) }); err != nil {
 		return nil, nil, err
 	}
 	return f, warnings, nil
 }
 
-// useChunkCache puts the file's source under the chunk cache of opts.CacheDir (none: the
-// source stays as it is; an object without an ETag cannot be keyed, and is not cached).
-func (f *dataFile) useChunkCache(opts remote.Options, stats *source.Stats) error {
+// useChunkCache puts the file's source under the chunk cache of opts.Remote.CacheDir (none:
+// the source stays as it is; an object without an ETag cannot be keyed, and is not cached).
+func (f *dataFile) useChunkCache(ropts ReaderOptions, stats *source.Stats) error {
+	opts := ropts.Remote
 	if opts.CacheDir == "" || f.remote.src.Version() == "" {
 		return nil
 	}
@@ -78,7 +79,11 @@ func (f *dataFile) useChunkCache(opts remote.Options, stats *source.Stats) error
 	}
 	store, err := source.OpenStore(opts.CacheDir, opts.CacheLimit)
 	if err == nil {
-		f.remote.src, err = source.NewCached(f.remote.src, store, bounds, stats)
+		var cached *source.Cached
+		if cached, err = source.NewCached(f.remote.src, store, bounds, stats); err == nil {
+			cached.SamplesChecked = ropts.CheckData // fetchChecked checks each sample read
+			f.remote.src = cached
+		}
 	}
 	if errors.Is(err, source.ErrCacheLimit) {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)

@@ -287,3 +287,60 @@ def test_prefetch_downloads_chunks_ahead_and_counters_see_retries(served, tmp_pa
         r.read([5])
         st = r.stats()
         assert st["retries"] == 1 and st["requests"] >= 3  # HEAD, the failed GET, its retry
+
+
+def test_a_copy_of_a_reader_reads_the_version_its_original_opened(served, tmp_path):
+    """A reader unpickled (or reopened after fork) asks nothing at open: it takes the size and
+    ETag its original found. A replaced object is then never read as the new one: what the
+    cache holds of the old version is served, the rest fails with ObjectChangedError."""
+    import pickle
+
+    from ffrecord import ObjectChangedError
+
+    srv, url, samples = served
+    cache = tmp_path / "cache"
+    r = cached(url, cache)
+    assert r.versions == {url: {"size": len(srv.objects["/d.ffr"]), "etag": srv.etag(srv.objects["/d.ffr"]).strip('"')}}
+    r.read(range(16))  # the first two chunks are cached
+    before = srv.requests
+    copy = pickle.loads(pickle.dumps(r))
+    assert srv.requests == before  # no HEAD, no header GET: the header is cached too
+    assert copy.versions == r.versions
+    newer = samples_of(64, seed=9)
+    srv.objects["/d.ffr"] = write(tmp_path / "new.ffr", newer)
+    assert [s.tobytes() for s in copy.read(range(16))] == samples[:16]
+    with pytest.raises(ObjectChangedError):
+        copy.read([40])
+    # Without a cache, the copy's first request (its header) is conditional on the old ETag.
+    plain = pickle.dumps(FileReader(url))
+    srv.objects["/d.ffr"] = write(tmp_path / "d.ffr", samples)
+    with pytest.raises(ObjectChangedError):
+        pickle.loads(plain)
+
+
+def test_datasets_pin_their_remote_files_through_pickling(tmp_path):
+    """A structured dataset and a torch Dataset hand their files' versions to their copies:
+    a copy made after the objects were replaced refuses them (no cache: the header it reads
+    at open is asked for in the old version)."""
+    import pickle
+
+    from ffrecord import ObjectChangedError
+    from ffrecord.dataset import DatasetReader, DatasetWriter
+    from ffrecord.torch import Dataset
+
+    root = tmp_path / "ds"
+    with DatasetWriter(root, {"image": "bytes", "label": "int"}) as w:
+        for i in range(32):
+            w.append({"image": bytes([i]) * 100, "label": i})
+    objects = {f"/ds/{p.name}": p.read_bytes() for p in root.iterdir()}
+    objects["/d.ffr"] = write(tmp_path / "d.ffr", samples_of(8))
+    with RangeServer(objects) as srv:
+        copies = [pickle.dumps(DatasetReader(srv.url + "/ds/")), pickle.dumps(Dataset(srv.url + "/d.ffr"))]
+        assert all(pickle.loads(c) is not None for c in copies)  # unchanged: they open
+        for path, data in objects.items():
+            if path.endswith(".ffr"):
+                srv.objects[path] = data[:-1] + bytes([data[-1] ^ 1])  # replaced
+        for c in copies:
+            with pytest.raises(ObjectChangedError):
+                copy = pickle.loads(c)
+                copy.read([5]) if hasattr(copy, "read") else copy[[1]]

@@ -96,6 +96,32 @@ def test_read_splits_files_into_ranges_and_keeps_bytes_and_order(cluster, writte
     assert [row["bytes"] for row in ds.iter_rows()] == expected
 
 
+def test_read_in_a_chunk_aware_order_gives_that_order(cluster, written: Path, tmp_path: Path) -> None:
+    from ffrecord.dataset import DatasetWriter
+    from ffrecord.order import ChunkShuffle
+
+    with ffrecord.FileReader(written) as reader:
+        expected = [s.tobytes() for s in reader.read(range(len(reader)))]
+        order = ChunkShuffle.of(reader, 64 << 10, seed=3, window=2)
+    with DatasetWriter(tmp_path / "ds", {"label": "int"}) as writer:
+        for k in range(500):
+            writer.append({"label": k})
+    with open_dataset(tmp_path / "ds") as reader:
+        labels = ChunkShuffle.of(reader.field_reader("label"), 1 << 10, seed=1, window=1)
+    cluster.execution_options.preserve_order = True
+    try:
+        ds = read_ffrecord(written, order=order, epoch=1, override_num_blocks=4)
+        got = [row["bytes"] for row in ds.iter_rows()]
+        structured = [row["label"] for row in read_ffrecord(tmp_path / "ds", order=labels).iter_rows()]
+    finally:
+        cluster.execution_options.preserve_order = False
+    positions = order.indices(1, np.arange(ROWS))
+    assert got == [expected[i] for i in positions] and got != expected
+    assert structured == labels.indices(0, np.arange(500)).tolist()
+    with pytest.raises(ValueError, match="over 500 samples"):
+        read_ffrecord(written, order=labels)
+
+
 def test_read_rows_are_bytes_and_numpy_batches(cluster, tmp_path: Path) -> None:
     path = tmp_path / "small.ffr"
     with ffrecord.FileWriter(path, 3) as writer:

@@ -419,3 +419,18 @@ def test_a_state_of_format_1_still_resumes_at_its_batch(root):
     resumed = DataLoader(elastic.PickleDataset(path), batch_size=4, shuffle=True)
     resumed.load_state_dict(old)
     assert elastic.take(resumed, -1) == full[5:]
+
+
+def test_len_after_an_elastic_resume_adds_the_batches_left_to_those_delivered(root):
+    """A trainer restoring its batch counter with the state (Lightning) stops at len(loader):
+    it must be the state's step plus what the resumed loader yields, on any topology."""
+    saved = elastic.loader(root, "file", batch_size=4, rank=0, world_size=2)
+    elastic.take(saved, 5)
+    state = through_json(saved.state_dict())
+    for world_size, batch_size in ((2, 4), (3, 5)):
+        resumed = elastic.loader(root, "file", batch_size=batch_size, rank=world_size - 1, world_size=world_size)
+        resumed.load_state_dict(state)
+        expected = len(resumed)
+        left = elastic.take(resumed, -1)
+        assert expected == state["step"] + len(left)
+        assert len(resumed) == len(elastic.loader(root, "file", batch_size=batch_size, rank=0, world_size=world_size))

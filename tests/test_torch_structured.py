@@ -87,3 +87,34 @@ def test_module_example() -> None:
     from ffrecord.torch import structured
 
     assert doctest.testmod(structured).failed == 0
+
+
+class _HintedSource:
+    """A structured source that records the prefetch hints it gets."""
+
+    files: list[str] = []
+
+    def __init__(self) -> None:
+        self.hints: list[list[int]] = []
+
+    def __len__(self) -> int:
+        return 40
+
+    def read(self, indices, mask=None):
+        return [{"i": int(i)} for i in indices]
+
+    def prefetch(self, indices, mask=None) -> int:
+        self.hints.append([int(i) for i in indices])
+        return 1
+
+
+def test_the_loader_hints_a_structured_source_its_next_batch():
+    """Download ahead reaches structured datasets: each batch's read is preceded by a
+    prefetch of a later batch of the order."""
+    from ffrecord.torch import DataLoader, StructuredDataset
+
+    source = _HintedSource()
+    loader = DataLoader(StructuredDataset(source, transform=lambda d: d["i"]), batch_size=4,
+                        shuffle=True, seed=0)
+    batches = [batch.tolist() for batch in loader]
+    assert source.hints and source.hints == batches[1:len(source.hints) + 1]

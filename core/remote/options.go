@@ -65,6 +65,11 @@ type Options struct {
 	// ChunkSize is the bytes of consecutive samples the cache fetches with one request
 	// (0: DefaultChunkSize); a larger sample is a chunk of its own.
 	ChunkSize int64 `json:"chunk_size"`
+	// Versions pins objects, by URL, to the size and ETag another reader of the same job
+	// found (a data loader's worker, an unpickled copy: ffr_reader_versions there). Opening
+	// a pinned object makes no request; every read of it is conditional on that ETag, so an
+	// object replaced since is ErrChanged at the first request, never read as the new one.
+	Versions map[string]Version `json:"versions"`
 	// Env holds environment variables that take precedence over the process's: a Go
 	// runtime in a shared library sees the environment the process started with, so a
 	// host that changed its own (Python's os.environ) passes the variables here.
@@ -249,8 +254,16 @@ func (o *Options) retries() int {
 
 // key identifies options that can share one client (and its connections).
 func (o *Options) key() string {
-	b, _ := json.Marshal(o)
+	shared := *o
+	shared.Versions = nil // which objects are pinned does not configure the client
+	b, _ := json.Marshal(&shared)
 	return string(b)
+}
+
+// Version is what identifies one version of an object: its size and ETag.
+type Version struct {
+	Size int64  `json:"size"`
+	ETag string `json:"etag"`
 }
 
 // getenv is the first of the variables that is set and not empty, from Env first.

@@ -90,6 +90,10 @@ func (o *Object) Stat() (int64, string, error) {
 	return size, etag, err
 }
 
+// Pin makes every later read ask for the version of the object with this ETag, as Stat
+// would have found it (a version another reader found). Call it before any request.
+func (o *Object) Pin(etag string) { o.etag = etag }
+
 // ReadSpan fills one span with exactly one range request, however large (a cache's
 // chunk: one GET each).
 func (o *Object) ReadSpan(s Span) error {

@@ -317,3 +317,35 @@ func TestPrefetchDownloadsAheadWithinRoom(t *testing.T) {
 		t.Fatalf("prefetched chunks were downloaded again: %v, %d requests", err, obj.requests.Load())
 	}
 }
+
+func TestPrefetchReadsCachedChunksAheadOnce(t *testing.T) {
+	dir := t.TempDir()
+	obj := newObject(30_100, "v1")
+	earlier, _ := cachedOver(t, obj, dir, 0, 10_000)
+	readAll(t, earlier)
+	c, _ := cachedOver(t, obj, dir, 0, 10_000) // a new reader, of chunks cached already
+	obj.requests.Store(0)
+	if n := c.Prefetch([]int64{100, 10_100, 10_200}); n != 2 {
+		t.Fatalf("prefetch of 2 cached chunks started %d read-aheads", n)
+	}
+	if n := c.Prefetch([]int64{100, 10_100}); n != 0 {
+		t.Fatalf("chunks read ahead already were read ahead again: %d", n)
+	}
+	if obj.requests.Load() != 0 || c.prefetching.Load() != 0 {
+		t.Fatal("a cached chunk was downloaded again")
+	}
+}
+
+func TestPrefetchWhileAnotherRunsStillReportsMissingChunks(t *testing.T) {
+	dir := t.TempDir()
+	obj := newObject(30_100, "v1")
+	c, stats := cachedOver(t, obj, dir, 0, 10_000)
+	c.prefetching.Store(1) // a prefetch under way
+	if n := c.Prefetch([]int64{100, 10_100}); n != 2 || obj.requests.Load() != 0 {
+		t.Fatalf("a hint of 2 missing chunks while busy: %d (0 means all cached), %d requests", n, obj.requests.Load())
+	}
+	c.prefetching.Store(0)
+	if stats.Prefetched.Load() != 0 {
+		t.Fatal("a busy prefetch started downloads")
+	}
+}

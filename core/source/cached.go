@@ -31,7 +31,13 @@ type Cached struct {
 	bounds []int64
 	stats  *Stats
 
+	// SamplesChecked: the reader checks the CRC-32 of every sample it serves (and
+	// Invalidates the chunks of one found damaged), so the chunk files' own CRC-32s need
+	// not be checked first, which would read every chunk once more in each process.
+	SamplesChecked bool
+
 	prefetching atomic.Int32
+	readAhead   []atomic.Bool // chunk k's cached file was read ahead into the page cache
 }
 
 // NewCached puts src under store, with chunk bounds (ascending byte offsets; chunk k is
@@ -46,7 +52,8 @@ func NewCached(src Source, store *Store, bounds []int64, stats *Stats) (*Cached,
 			ErrCacheLimit, describe(store.limit), describe(need), src.Name(), MinChunks, describe(need/MinChunks-trailerSize))
 	}
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", src.Name(), src.Version(), src.Size()))
-	return &Cached{under: src, store: store, key: hex.EncodeToString(sum[:16]), bounds: bounds, stats: stats}, nil
+	return &Cached{under: src, store: store, key: hex.EncodeToString(sum[:16]), bounds: bounds, stats: stats,
+		readAhead: make([]atomic.Bool, max(0, len(bounds)-1))}, nil
 }
 
 // MinCacheLimit is the smallest cache limit that holds MinChunks of the largest chunk.
@@ -138,15 +145,21 @@ func (c *Cached) ReadRanges(spans []Span) error {
 	return nil
 }
 
-// chunk leases chunk k, downloading it with one request when it is not cached.
+// chunk leases chunk k, downloading it with one request when it is not cached. A cached
+// chunk's file is read ahead whole the first time: the reads that follow find it in the
+// page cache, as a chunk-aware order reads every sample of a chunk before long.
 func (c *Cached) chunk(k int) (*chunk, error) {
 	off := c.bounds[k]
-	return c.store.get(c.chunkName(k), c.bounds[k+1]-off, func(buf []byte) error {
+	ch, err := c.store.get(c.chunkName(k), c.bounds[k+1]-off, !c.SamplesChecked, func(buf []byte) error {
 		if one, ok := c.under.(SpanReader); ok {
 			return one.ReadSpan(Span{Off: off, Buf: buf})
 		}
 		return c.under.ReadRanges([]Span{{Off: off, Buf: buf}})
 	}, c.stats)
+	if err == nil && c.readAhead[k].CompareAndSwap(false, true) {
+		ch.readAhead()
+	}
+	return ch, err
 }
 
 // Invalidate deletes the cached chunks overlapping bytes [off, end), found damaged.
@@ -159,14 +172,26 @@ func (c *Cached) Invalidate(off, end int64) {
 // Prefetch downloads, in the background, the chunks holding the given byte offsets that
 // are not cached yet, as many as the cache has room for beside the chunks being read
 // (Store limit ÷ chunk size − MinChunks), and returns how many it started. A prefetch still
-// running makes a new hint a no-op, so hints never pile up.
+// running makes a new hint a no-op, so hints never pile up; it then returns how many of
+// the hinted chunks are missing all the same, so that 0 always means "all cached" (a
+// caller that pauses its hints then, as the torch Dataset does, keeps hinting).
+//
+// A chunk cached already is read ahead instead, once per reader: its file is read into
+// the page cache in the background (one sequential read), so that a warm epoch does not
+// wait on the disk for each sample, as a local file read ahead would not.
 func (c *Cached) Prefetch(offsets []int64) int {
 	var todo []int
+	started := 0
 	seen := map[int]bool{}
 	for _, off := range offsets {
 		if k := c.chunkOf(off); k >= 0 && !seen[k] {
 			seen[k] = true
-			if !c.store.has(c.chunkName(k)) {
+			switch {
+			case c.readAhead[k].Load():
+			case c.store.readAhead(c.chunkName(k)):
+				c.readAhead[k].Store(true)
+				started++
+			default:
 				todo = append(todo, k)
 			}
 		}
@@ -175,7 +200,7 @@ func (c *Cached) Prefetch(offsets []int64) int {
 		todo = todo[:room]
 	}
 	if len(todo) == 0 || !c.prefetching.CompareAndSwap(0, 1) {
-		return 0
+		return started + len(todo)
 	}
 	go func() {
 		defer c.prefetching.Store(0)
@@ -188,7 +213,7 @@ func (c *Cached) Prefetch(offsets []int64) int {
 			return nil // a hint: the read that needs the chunk reports any failure
 		})
 	}()
-	return len(todo)
+	return started + len(todo)
 }
 
 // room is how many chunks a prefetch may download: what the limit holds beside the

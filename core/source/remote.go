@@ -9,7 +9,8 @@ type Object struct {
 	size       int64
 }
 
-// openRemote asks the store for the object's size and ETag.
+// openRemote asks the store for the object's size and ETag, unless opts pins them (then no
+// request is made: the first read, conditional on that ETag, finds a replaced object).
 func openRemote(url string, opts remote.Options, stats *Stats) (*Object, error) {
 	client, err := remote.For(opts)
 	if err != nil {
@@ -21,6 +22,10 @@ func openRemote(url string, opts remote.Options, stats *Stats) (*Object, error) 
 	}
 	if stats != nil {
 		obj.SetObserver(stats)
+	}
+	if v, ok := opts.Versions[url]; ok && v.ETag != "" && v.Size >= 0 {
+		obj.Pin(v.ETag)
+		return &Object{obj: obj, name: url, etag: v.ETag, size: v.Size}, nil
 	}
 	size, etag, err := obj.Stat()
 	if err != nil {

@@ -36,8 +36,9 @@ import (
 //     downloads under way are counted, and the least recently used chunks not in use are
 //     evicted until the new one fits the limit. When every chunk is in use, the new one is
 //     served from memory without being cached: never a deadlock.
-//   - Each process checks a chunk file's CRC-32 the first time it uses it; a damaged one is
-//     deleted and downloaded again.
+//   - Each process checks a chunk file's CRC-32 the first time it uses it (unless its
+//     reader checks every sample's own CRC-32, which covers the same bytes); a damaged one
+//     is deleted and downloaded again.
 type Store struct {
 	dir   string // the chunks directory
 	limit int64  // bytes; 0: no limit
@@ -104,6 +105,16 @@ type chunk struct {
 	mem []byte
 }
 
+// readAhead asks the kernel to read the chunk's file into the page cache
+// (POSIX_FADV_WILLNEED queues the read and returns).
+func (c *chunk) readAhead() {
+	if c.f != nil {
+		willNeed(c.f)
+	}
+}
+
+func willNeed(f *os.File) { _ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_WILLNEED) }
+
 func (c *chunk) readAt(p []byte, off int64) error {
 	if c.f == nil {
 		copy(p, c.mem[off:])
@@ -121,10 +132,11 @@ func (c *chunk) release() {
 }
 
 // get returns the chunk called name, of n bytes, downloading it with fetch when it is not
-// cached. The chunk is leased until release.
-func (s *Store) get(name string, n int64, fetch func([]byte) error, stats *Stats) (*chunk, error) {
+// cached; a cached chunk file's CRC-32 is checked first when check is set. The chunk is
+// leased until release.
+func (s *Store) get(name string, n int64, check bool, fetch func([]byte) error, stats *Stats) (*chunk, error) {
 	path := filepath.Join(s.dir, name)
-	if c := s.open(path, n); c != nil {
+	if c := s.open(path, n, check); c != nil {
 		stats.Hits.Add(1)
 		return c, nil
 	}
@@ -133,7 +145,7 @@ func (s *Store) get(name string, n int64, fetch func([]byte) error, stats *Stats
 		return nil, s.diskError("locking a chunk", err)
 	}
 	defer lock.Close()
-	if c := s.open(path, n); c != nil { // another process downloaded it meanwhile
+	if c := s.open(path, n, check); c != nil { // another process downloaded it meanwhile
 		stats.Hits.Add(1)
 		return c, nil
 	}
@@ -202,8 +214,8 @@ func (s *Store) diskError(what string, err error) error {
 }
 
 // open leases the cached chunk at path, or returns nil when it is not there (or was
-// damaged, and is now deleted).
-func (s *Store) open(path string, n int64) *chunk {
+// damaged, and is now deleted: its size is wrong, or with check its CRC-32).
+func (s *Store) open(path string, n int64, check bool) *chunk {
 	f, err := lockFile(path, unix.LOCK_SH)
 	if err != nil {
 		return nil
@@ -214,7 +226,7 @@ func (s *Store) open(path string, n int64) *chunk {
 		return nil
 	}
 	id := fileID{uint64(st.Dev), st.Ino, st.Size}
-	if st.Size != n+trailerSize || !s.check(f, id, n) {
+	if st.Size != n+trailerSize || (check && !s.check(f, id, n)) {
 		s.forgetID(id)
 		_ = os.Remove(path)
 		_ = f.Close()
@@ -387,8 +399,15 @@ func (s *Store) evict(name string) bool {
 	return os.Remove(path) == nil
 }
 
-// has reports whether the chunk called name is cached (it may still be evicted later).
-func (s *Store) has(name string) bool {
-	_, err := os.Stat(filepath.Join(s.dir, name))
-	return err == nil
+// readAhead asks the kernel to read the cached chunk called name into the page cache
+// (POSIX_FADV_WILLNEED queues the read and returns); false when it is not cached (it may
+// still be evicted later).
+func (s *Store) readAhead(name string) bool {
+	f, err := os.Open(filepath.Join(s.dir, name))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	willNeed(f)
+	return true
 }

@@ -12,6 +12,7 @@ samples for bad ones (``_verification``).
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import threading
 import warnings
@@ -36,7 +37,7 @@ class ReaderHandle:
         and returns the library's warnings about the files (e.g. a legacy file)."""
         self.check_data = bool(check_data)
         self.direct = bool(direct)
-        self.storage_options = None if storage_options is None else dict(storage_options)
+        self.storage_options, self._versions = _remote.unpinned(storage_options)
         _remote.encode_options(self.storage_options)  # a bad option fails before any open
         self._closed = True  # until the open succeeds, so __del__ has nothing to do
         self._reopen_lock = threading.Lock()
@@ -85,6 +86,13 @@ class ReaderHandle:
                       stacklevel=2)
         return self._vouched
 
+    @property
+    def versions(self) -> dict[str, Any]:
+        """The size and ETag of each remote file as this reader opened it, by URL: a copy
+        of the reader (after ``fork()`` or unpickling) reads those versions, and opens them
+        without a request; an object replaced since raises ``ObjectChangedError``."""
+        return dict(self._versions)
+
     def _live(self) -> tuple[ctypes.CDLL, int]:
         """The library and this reader's handle in it, reopening after a fork."""
         lib = _lib.current()
@@ -112,10 +120,12 @@ class ReaderHandle:
         encoded = (ctypes.c_char_p * len(paths))(*map(_paths.encode, paths))
         flags = (_lib.CHECK_DATA if self.check_data else 0) | (_lib.DIRECT if self.direct else 0)
         handle = ctypes.c_int64()
-        if any(map(_remote.is_url, paths)):  # remote files: no local identity to vouch for
+        if any(map(_remote.is_url, paths)):  # remote files: the versions opened first, pinned
             _lib.check(lib.dll.ffr_reader_open_options(
-                encoded, len(paths), flags, _remote.encode_options(self.storage_options),
+                encoded, len(paths), flags,
+                _remote.encode_options(_remote.pinned(self.storage_options, self._versions)),
                 ctypes.byref(handle)))
+            self._versions = json.loads(_lib.copy_text(lib.dll.ffr_reader_versions, handle.value))
             return lib, handle.value
         ids = (ctypes.c_uint64 * len(self._vouched))(*self._vouched)
         _lib.check(lib.dll.ffr_reader_open_verified(encoded, len(paths), flags, ids,

@@ -254,3 +254,28 @@ def as_path(path: Any, storage_options: dict[str, Any] | None = None) -> Any:
     import pathlib
 
     return pathlib.Path(text)
+
+
+def pinned(storage_options: dict[str, Any] | None, versions: dict[str, Any]) -> dict[str, Any] | None:
+    """``storage_options`` with remote files pinned to ``versions`` (``FileReader.versions``).
+
+    >>> pinned({"region": "x"}, {"s3://b/a.ffr": {"size": 9, "etag": "e"}})["versions"]
+    {'s3://b/a.ffr': {'size': 9, 'etag': 'e'}}
+    >>> pinned(None, {}) is None
+    True
+    """
+    if not versions:
+        return storage_options
+    return {**(storage_options or {}), "versions": {**(storage_options or {}).get("versions", {}), **versions}}
+
+
+def unpinned(storage_options: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """``storage_options`` without the versions ``pinned`` added, and those versions.
+
+    >>> unpinned(pinned({"region": "x"}, {"s3://b/a.ffr": {"size": 9, "etag": "e"}}))[0]
+    {'region': 'x'}
+    """
+    if storage_options is None:
+        return None, {}
+    options = dict(storage_options)
+    return options, dict(options.pop("versions", None) or {})

@@ -193,6 +193,17 @@ class ChunkShuffle(Order):
     def chunks(self) -> int:
         return len(self.bounds) - 1
 
+    @property
+    def window_positions(self) -> int:
+        """Canonical positions from one window's start to the next's, on average (a
+        partition's window, with the partitions dealt round-robin): how far ahead a loader
+        hints its reads so that the next window's chunks download while this one is read.
+
+        >>> ChunkShuffle(np.array([0, 4, 8, 12]), seed=0, window=2).window_positions
+        8
+        """
+        return -(-self.n * min(self.window, self.chunks) * self.partitions // max(1, self.chunks))
+
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "seed": self.seed, "window": self.window,
                 "partitions": self.partitions, "chunks": self.chunks,

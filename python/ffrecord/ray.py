@@ -46,6 +46,7 @@ from .dataset.reader import parse_mask
 from .converters._runner import Staging, refuse_taken
 from .dataset.spec import parse_spec
 from .dataset.writer import shard_name
+from .order import Order
 from .reader import FileReader
 from .writer import FileWriter
 
@@ -247,11 +248,13 @@ class FFRecordDatasource(Datasource):
 
     def __init__(self, paths: Any, *, check_data: bool = True, mask: Any = None,
                  decoders: Mapping[str, Callable] | None = None,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None,
+                 order: Order | None = None, epoch: int = 0) -> None:
         self.check_data = bool(check_data)
         self.mask = mask
         self.decoders = decoders
         self.storage_options = storage_options
+        self.order, self.epoch = order, int(epoch)
         self.structured = _structured_path(paths, storage_options)
         if self.structured is not None:
             with open_dataset(self.structured, decoders, check_data=self.check_data,
@@ -266,6 +269,12 @@ class FFRecordDatasource(Datasource):
                 infos = [reader.file_info(k) for k in range(len(reader.fnames))]
             self._pieces = [(info.path, info.samples, info.data_bytes) for info in infos]
             self.fields = [BYTES_COLUMN]
+        if order is not None:  # one sequence of positions over every file, read in the order
+            total = sum(count for _, count, _ in self._pieces)
+            if order.n != total:
+                raise ValueError(f"the order is over {order.n} samples; {paths!r} holds {total}")
+            names = [path for path, _, _ in self._pieces]
+            self._pieces = [(self.structured or names, total, self.estimate_inmemory_data_size())]
 
     def estimate_inmemory_data_size(self) -> int:
         return sum(nbytes for _, _, nbytes in self._pieces)
@@ -283,10 +292,10 @@ class FFRecordDatasource(Datasource):
                 stop = min(count, start + chunk)
                 metadata = BlockMetadata(num_rows=stop - start,
                                          size_bytes=int(average * (stop - start)),
-                                         exec_stats=None, input_files=[path])
+                                         exec_stats=None, input_files=_paths_list(path))
                 read = _read_structured if self.structured is not None else _read_bytes
                 task_args = (path, start, stop, average, self.check_data, self.mask, self.decoders,
-                             self.storage_options)
+                             self.storage_options, self.order, self.epoch)
                 tasks.append(ReadTask(_bind(read, task_args), metadata,
                                       per_task_row_limit=per_task_row_limit))
         return tasks
@@ -321,31 +330,41 @@ def _selected_fields(reader: Any, mask: Any) -> Iterable[str]:
     return parse_mask(mask, parse_spec(reader.spec)).keys()
 
 
-def _batches(start: int, stop: int, average: float) -> Iterable[tuple[int, int]]:
+def _paths_list(path: Any) -> list[str]:
+    return list(path) if isinstance(path, list) else [path]
+
+
+def _batches(start: int, stop: int, average: float, order: Order | None,
+             epoch: int) -> Iterable[tuple[int, np.ndarray]]:
+    """Batches of a task's positions [start, stop): their count and sample indices (the
+    order's at those positions, else the positions themselves)."""
     step = max(1, int(_BLOCK_BYTES // max(average, 1)))
     for first in range(start, stop, step):
-        yield first, min(stop, first + step)
+        positions = np.arange(first, min(stop, first + step), dtype=np.int64)
+        yield len(positions), positions if order is None else order.indices(epoch, positions)
 
 
-def _read_bytes(path: str, start: int, stop: int, average: float, check_data: bool,
+def _read_bytes(path: Any, start: int, stop: int, average: float, check_data: bool,
                 mask: Any = None, decoders: Any = None,
-                storage_options: dict[str, Any] | None = None) -> Iterable[Block]:
+                storage_options: dict[str, Any] | None = None, order: Order | None = None,
+                epoch: int = 0) -> Iterable[Block]:
     with FileReader(path, check_data=check_data, storage_options=storage_options) as reader:
-        for first, last in _batches(start, stop, average):
-            buf, offsets = reader.read_batch(np.arange(first, last, dtype=np.uint64))
+        for count, indices in _batches(start, stop, average, order, epoch):
+            buf, offsets = reader.read_batch(indices.astype(np.uint64))
             # The read buffer and offsets become the Arrow column as they are: no copy.
             column = pa.LargeBinaryArray.from_buffers(
-                pa.large_binary(), last - first,
+                pa.large_binary(), count,
                 [None, pa.py_buffer(offsets.view(np.int64)), pa.py_buffer(buf)])
             yield pa.table({BYTES_COLUMN: column})
 
 
 def _read_structured(path: str, start: int, stop: int, average: float, check_data: bool,
-                     mask: Any, decoders: Any, storage_options: dict[str, Any] | None) -> Iterable[Block]:
+                     mask: Any, decoders: Any, storage_options: dict[str, Any] | None,
+                     order: Order | None = None, epoch: int = 0) -> Iterable[Block]:
     with open_dataset(path, decoders, check_data=check_data,
                       storage_options=storage_options) as reader:
-        for first, last in _batches(start, stop, average):
-            datapoints = reader.read(np.arange(first, last), mask)
+        for _, indices in _batches(start, stop, average, order, epoch):
+            datapoints = reader.read(indices, mask)
             names = datapoints[0].keys()
             yield BlockAccessor.batch_to_block(
                 {name: _column([d[name] for d in datapoints]) for name in names})
@@ -372,7 +391,8 @@ def read_ffrecord(paths: Any, *, check_data: bool = True, mask: Any = None,
                   decoders: Mapping[str, Callable] | None = None,
                   override_num_blocks: int | None = None,
                   concurrency: int | None = None,
-                  storage_options: dict[str, Any] | None = None) -> ray.data.Dataset:
+                  storage_options: dict[str, Any] | None = None,
+                  order: Order | None = None, epoch: int = 0) -> ray.data.Dataset:
     """Reads FFRecord files as a ``ray.data.Dataset``.
 
     ``paths`` is what ``FileReader`` takes (a file, a list of files, a directory of
@@ -385,10 +405,18 @@ def read_ffrecord(paths: Any, *, check_data: bool = True, mask: Any = None,
     parallel; ``override_num_blocks`` sets how many (Ray decides by default). Each range is
     read in batches of one native call into one buffer that becomes the Arrow column as is.
 
+    ``order`` (an ``ffrecord.order`` order over every sample of ``paths``, such as the
+    chunk-aware ``ChunkShuffle``, the DataLoader's own) reads epoch ``epoch`` in that order
+    instead: tasks are ranges of its positions, so with ``ChunkShuffle`` each task reads a
+    few chunks (remote: a few GETs, see the chunk cache) and its rows come in the order's
+    sequence (tasks too, when Ray preserves order: ``DataContext.execution_options.preserve_order``).
+
     >>> read_ffrecord("train_ffr/").count()                    # doctest: +SKIP
     100000
+    >>> shuffled = read_ffrecord("train_ffr/", order=ChunkShuffle.of(FileReader("train_ffr/"),
+    ...                          16 << 20, seed=0, window=4), epoch=1)  # doctest: +SKIP
     """
     source = FFRecordDatasource(paths, check_data=check_data, mask=mask, decoders=decoders,
-                                storage_options=storage_options)
+                                storage_options=storage_options, order=order, epoch=epoch)
     return ray.data.read_datasource(source, override_num_blocks=override_num_blocks,
                                     concurrency=concurrency)

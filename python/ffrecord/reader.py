@@ -204,7 +204,7 @@ class FileReader(ReaderHandle, Verification, FileDescription):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _unpickle, (type(self), self.fnames, self.check_data, self.direct,
-                           self.vouched_files, self.storage_options)
+                           self.vouched_files, _remote.pinned(self.storage_options, self._versions))
 
     def __repr__(self) -> str:
         names = self.fnames if len(self.fnames) <= 3 else [*self.fnames[:2], "...", self.fnames[-1]]

@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -169,6 +170,21 @@ func ReaderWarnings(handle int64, buf unsafe.Pointer, size uintptr, needed unsaf
 		return fail(err)
 	}
 	return copyOutText(fn, strings.Join(r.Warnings(), "\n"), buf, size, needed)
+}
+
+// ReaderVersions implements ffr_reader_versions.
+func ReaderVersions(handle int64, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_versions"
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	text, err := json.Marshal(r.Versions())
+	if err != nil {
+		return fail(err)
+	}
+	return copyOutText(fn, string(text), buf, size, needed)
 }
 
 // ReaderFileCounts implements ffr_reader_file_counts; nfiles is the capacity of counts.

@@ -41,14 +41,14 @@ class _EpochRun:
     base: int  # canonical position the epoch's segment starts at (elastic resume)
     num_batches: int  # batches in a whole epoch
     generator_state: torch.Tensor | None  # the loader's generator as the epoch began
-    resumed: bool = False  # the start came from load_state_dict, not set_step
+    before: int = 0  # batches of the epoch delivered before it, as a loaded state records
     yielded: int = 0  # batches handed to the user so far
     finished: bool = False  # the iterator has raised StopIteration
 
     @property
     def length(self) -> int:
         """What ``len()`` says of this epoch: see ``DataLoader.__len__``."""
-        return self.num_batches if self.resumed else self.num_batches - self.start
+        return self.num_batches - self.start + self.before
 
     @property
     def exhausted(self) -> bool:
@@ -200,7 +200,7 @@ class DataLoader(torch.utils.data.DataLoader):
         self._next_epoch = 0
         self._pending_start = 0
         self._pending_base = 0
-        self._resuming = False  # the pending start came from load_state_dict
+        self._before = 0  # batches of the pending epoch that a loaded state says were delivered
         self._pending_generator_state: torch.Tensor | None = None
         self._run: _EpochRun | None = None
         custom = sampler is not None or batch_sampler is not None
@@ -260,9 +260,12 @@ class DataLoader(torch.utils.data.DataLoader):
         """Batches of the current epoch, else of the next one.
 
         After ``set_step(k)`` that is the batches from ``k`` on, as in the reference. After
-        ``load_state_dict`` it is the whole epoch, as torchdata's ``StatefulDataLoader`` says:
-        trainers that restore their own batch counter with the loader's state (PyTorch
-        Lightning) stop the epoch at ``len()``, and would otherwise cut it short.
+        ``load_state_dict`` it is the batches this rank had delivered of the epoch when the
+        state was taken plus those it yields from here: the whole epoch on the same topology,
+        as torchdata's ``StatefulDataLoader`` says. Trainers that restore their own batch
+        counter with the loader's state (PyTorch Lightning) stop the epoch at ``len()``: any
+        other length would cut the resumed epoch short or wait for batches that never come,
+        also after an elastic resume (where the batches left are counted at the new topology).
         """
         if not self.skippable:
             return super().__len__()
@@ -270,7 +273,7 @@ class DataLoader(torch.utils.data.DataLoader):
         if run is not None and not run.exhausted:
             return run.length
         batches = self._pending_batches()
-        return batches if self._resuming else batches - self._pending_start
+        return batches - self._pending_start + self._before
 
     def __iter__(self) -> Any:
         if self.num_workers > 0:
@@ -279,7 +282,7 @@ class DataLoader(torch.utils.data.DataLoader):
             return _transport.Receiving(super().__iter__())
         epoch, start, base = self._next_epoch, self._pending_start, self._pending_base
         self._next_epoch, self._pending_start, self._pending_base = epoch + 1, 0, 0
-        resumed, self._resuming = self._resuming, False
+        before, self._before = self._before, 0
         generator_state = None
         if self._uses_generator():
             if self._pending_generator_state is not None:
@@ -288,15 +291,19 @@ class DataLoader(torch.utils.data.DataLoader):
             generator_state = self.generator.get_state()
         if isinstance(self._planner, EpochBatchSampler):
             self._planner.plan(epoch, start, base)
-            if isinstance(self.dataset, Dataset):
+            if isinstance(self.dataset, (Dataset, StructuredDataset)):
                 # A worker's batches come every num_workers batches and it holds prefetch_factor
-                # of them queued: the batch to prefetch is the one after those.
-                self._planner.lookahead = max(1, self.num_workers * (self.prefetch_factor or 1))
+                # of them queued: the batch to prefetch is the one after those; with a
+                # chunk-aware order, at least half a window on, so that the next window's
+                # chunks download (remote) while this one is read.
+                window = getattr(self._planner.order, "window_positions", 0)
+                self._planner.lookahead = max(1, self.num_workers * (self.prefetch_factor or 1),
+                                              window // (2 * self._planner.batch_size * self._planner.world_size))
             if isinstance(self.dataset, (Dataset, StructuredDataset)):  # they hand on datapoint seeds
                 self._planner.seed_of_datapoints = self.seed or 0
         else:
             self._planner.plan(epoch, start)
-        self._run = _EpochRun(epoch, start, base, self._planner.num_batches, generator_state, resumed)
+        self._run = _EpochRun(epoch, start, base, self._planner.num_batches, generator_state, before)
         return _TrackedIterator(super().__iter__(), self._run)
 
     def _uses_generator(self) -> bool:
@@ -317,7 +324,7 @@ class DataLoader(torch.utils.data.DataLoader):
         batches = self._pending_batches(base=0)
         if step != 0 and not 0 <= step < batches:
             raise ValueError(f"step must lie in [0, {batches}), got {step}")
-        self._pending_start, self._pending_base, self._resuming = step, 0, False
+        self._pending_start, self._pending_base, self._before = step, 0, 0
 
     def set_epoch(self, epoch: int) -> None:
         """The next ``iter(loader)`` produces epoch ``epoch`` (each iteration otherwise advances it)."""
@@ -407,7 +414,7 @@ class DataLoader(torch.utils.data.DataLoader):
             self._pending_generator_state = resumption.generator_state
         self._next_epoch, self._pending_start, self._pending_base = resumption.epoch, resumption.start, resumption.base
         self._run = None
-        self._resuming = not resumption.elastic
+        self._before = state_dict["step"]  # this rank's batches of the epoch before the state
 
 
 def mixture_start(state: dict[str, Any], datasets: list[Any]) -> list[int]:

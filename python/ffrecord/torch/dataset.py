@@ -42,6 +42,7 @@ import numpy as np
 import torch.utils.data
 
 from ffrecord import FileReader
+from ffrecord._remote import pinned
 from ffrecord.reader import reopen, split_batch
 
 from . import collate
@@ -170,8 +171,10 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
         state = self.__dict__.copy()
         if "_reader_args" in state:  # a reader this class opened: reopen it lazily, by path
             reader = state["_reader"]
-            if isinstance(reader, FileReader):  # its checks need not be done again
-                state["_reader_vouched"] = reader.vouched_files
+            if isinstance(reader, FileReader):  # its checks need not be done again, nor its
+                state["_reader_vouched"] = reader.vouched_files  # remote files' versions asked
+                state["_reader_options"] = {**self._reader_options, "storage_options": pinned(
+                    self._reader_options.get("storage_options"), reader.versions)}
             state["_reader"] = None
         return state
 

@@ -82,6 +82,9 @@ class StructuredDataset(torch.utils.data.Dataset):
         return self.__getitems__([single])[0]
 
     def __getitems__(self, indices: Any) -> list | Collated:
+        ahead = getattr(indices, "ahead", None)  # the batch the loader reads after the next ones
+        if ahead and hasattr(self.source, "prefetch"):
+            self.source.prefetch(ahead, self.mask)
         if self._columns is not None and _transport.columns_welcome(self):
             return self._read_columns(np.asarray(indices, np.int64))
         datapoints = self.source.read(np.asarray(indices, np.int64), self.mask)
