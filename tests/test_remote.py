@@ -6,6 +6,7 @@ and faults, is the range server of ``tests/range_server.py``.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -150,9 +151,11 @@ def test_open_close_leaks_nothing(http):
                 r.read([i % r.n])
 
     cycle(50)  # the connection pool and the Go runtime's threads warm up
-    fds, threads = len(os.listdir("/proc/self/fd")), _threads()
+    gc.collect()  # an earlier test's reader still in a cycle of garbage is not this test's
+    fds, threads, handles = len(os.listdir("/proc/self/fd")), _threads(), ffrecord._lib.open_handles()
     cycle(1000)
-    assert ffrecord._lib.open_handles() == 0
+    gc.collect()
+    assert ffrecord._lib.open_handles() <= handles
     assert len(os.listdir("/proc/self/fd")) <= fds + 4
     assert _threads() <= threads + 4
 
