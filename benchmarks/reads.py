@@ -20,6 +20,7 @@ printed beside it.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import tempfile
@@ -47,6 +48,22 @@ def open_seconds(contender: object, path: str) -> float:
     elapsed = time.perf_counter() - start
     reader.close()
     return elapsed
+
+
+def write_file(contender, path: str, n: int, size: int, durable: bool) -> float:
+    """Bytes/s of writing ``n`` samples of ``size`` bytes, ``close`` included."""
+    from ffrecord import FileWriter
+
+    sample = np.random.default_rng(0).bytes(size)
+    options = {} if durable else {"durable": False}
+    start = time.perf_counter()
+    writer = FileWriter(path, n, **options)
+    for _ in range(n):
+        writer.write_one(sample)
+    writer.close()
+    elapsed = time.perf_counter() - start
+    os.remove(path)
+    return n * size / elapsed
 
 
 def compare(title: str, runners: dict, rounds: int, unit: str,
@@ -125,9 +142,9 @@ def main() -> None:
         if "write" in only:
             path, written = str(root / "written.ffr"), n["write_large"]
             compare(f"write {written} x 128 KiB, close included",
-                    {"ffrecord, durable=False": lambda: call("benchmarks.workers:write_file", ffrecord, path,
+                    {"ffrecord, durable=False": lambda: call(f"{ME}:write_file", ffrecord, path,
                                                              written, 128 << 10, False) / 1e6,
-                     "reference (no fsync)": lambda: call("benchmarks.workers:write_file", reference, path,
+                     "reference (no fsync)": lambda: call(f"{ME}:write_file", reference, path,
                                                           written, 128 << 10, True) / 1e6},
                     rounds, "MB/s", [("ffrecord, durable=False", "reference (no fsync)", 1.2)])
         if "open" in only:

@@ -15,15 +15,14 @@ data is read through before the rounds).
 3. 1 KiB samples, batch 256, collated to tensors, 2 workers: ffrecord's loader (through
    shared memory, and through torch's pipe with ``shared_memory=False``), the reference's
    DataLoader over the same file, and the stock DataLoader over the samples held in RAM.
-4. From before: a shuffled ``read()`` epoch in a fresh process (open included, CRC checks
-   on) at 1 KiB and 128 KiB, against the reference; 128 KiB writes with ``durable=False``
-   against the reference's writer (which does not fsync).
+
+The read and write goals without a loader (a shuffled ``read()`` epoch, 128 KiB writes,
+opening a large file) are measured by ``benchmarks.reads``.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import tempfile
 import time
@@ -39,14 +38,11 @@ TENSOR_SAMPLE, TENSOR_BATCH = 1 << 10, 256
 UNTIMED = 2  # batches that absorb worker start-up
 SIZES = {  # structured datapoints, loader batches timed (300: nearly an epoch of 20,000 / 64,
     # so that start-up weighs as in training), datapoints read one by one,
-    # 1 KiB samples, 1 KiB epoch samples, 128 KiB epoch samples, 128 KiB samples written
-    "full": dict(points=20_000, batches=300, singles=20_000, small=40_000, epoch_small=200_000,
-                 epoch_large=1_500, write_large=800, rounds=3),
-    "quick": dict(points=20_000, batches=300, singles=10_000, small=40_000, epoch_small=100_000,
-                  epoch_large=800, write_large=400, rounds=2),
+    # 1 KiB samples
+    "full": dict(points=20_000, batches=300, singles=20_000, small=40_000, rounds=3),
+    "quick": dict(points=20_000, batches=300, singles=10_000, small=40_000, rounds=2),
     # tests/test_bench_workers.py: every code path, tiny, figures meaningless
-    "smoke": dict(points=640, batches=3, singles=200, small=2_048, epoch_small=2_000,
-                  epoch_large=20, write_large=10, rounds=1),
+    "smoke": dict(points=640, batches=3, singles=200, small=2_048, rounds=1),
 }
 ME = "benchmarks.workers"
 
@@ -146,37 +142,6 @@ def tensor_loader(contender, kind: str, path: str, batches: int) -> float:
     return _timed_batches(loader, batches, TENSOR_BATCH)
 
 
-def read_epoch(contender, path: str, batch: int, seed: int) -> float:
-    """Samples/s of opening a file and reading one shuffled epoch in batches (checks on)."""
-    from ffrecord import FileReader
-
-    start = time.perf_counter()
-    reader = FileReader(path, True)
-    order = np.random.default_rng(seed).permutation(reader.n)
-    as_list = contender is not None and contender.name == "reference"  # its fastest input
-    for first in range(0, reader.n, batch):
-        chunk = order[first:first + batch]
-        reader.read(chunk.tolist() if as_list else chunk)
-    reader.close()
-    return reader.n / (time.perf_counter() - start)
-
-
-def write_file(contender, path: str, n: int, size: int, durable: bool) -> float:
-    """Bytes/s of writing ``n`` samples of ``size`` bytes, ``close`` included."""
-    from ffrecord import FileWriter
-
-    sample = np.random.default_rng(0).bytes(size)
-    options = {} if durable else {"durable": False}
-    start = time.perf_counter()
-    writer = FileWriter(path, n, **options)
-    for _ in range(n):
-        writer.write_one(sample)
-    writer.close()
-    elapsed = time.perf_counter() - start
-    os.remove(path)
-    return n * size / elapsed
-
-
 # -- the run ------------------------------------------------------------------------------
 
 def measure(target: str, contender, *args):
@@ -245,11 +210,11 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round: checks the harness runs")
     parser.add_argument("--in-process", action="store_true",
                         help="measure in this process, without the reference (for the smoke test)")
-    parser.add_argument("--only", choices=["structured", "singles", "tensors", "epoch", "write"],
+    parser.add_argument("--only", choices=["structured", "singles", "tensors"],
                         action="append")
     args = parser.parse_args()
     size = SIZES["smoke" if args.smoke else "quick" if args.quick else "full"]
-    only = set(args.only or ["structured", "singles", "tensors", "epoch", "write"])
+    only = set(args.only or ["structured", "singles", "tensors"])
     global measure
     if args.in_process:
         measure = _in_this_process
@@ -304,31 +269,6 @@ def main() -> None:
                 goals.insert(0, ("ffrecord (shared memory)", "reference", 2.0))
             show(f"1 KiB samples -> tensors, batch 256, 2 workers, {batches} batches",
                  rounds(runners, n_rounds), "samples/s", goals)
-        if missing is not None and only & {"epoch", "write"}:
-            print(f"\nreference unavailable: {missing}")
-            return
-        ffrecord = contender_named("ffrecord")
-        if "epoch" in only:
-            for sample, n, batch, goal in ((1 << 10, size["epoch_small"], 256, 4.0),
-                                           (128 << 10, size["epoch_large"], 64, 2.5)):
-                path = str(root / f"epoch{sample}.ffr")
-                block = np.random.default_rng(sample).bytes(sample + 4096)
-                dump([block[k % 4096:k % 4096 + sample] for k in range(n)], path, 1, durable=False)
-                read_through(root)
-                seeds = iter(range(10**6))
-                runners = {c.name: (lambda c=c: measure(f"{ME}:read_epoch", c, path, batch, next(seeds)))
-                           for c in (ffrecord, reference)}
-                show(f"shuffled read() epoch in a fresh process, {sample >> 10} KiB x {n}, batch {batch}",
-                     rounds(runners, n_rounds), "samples/s", [("ffrecord", "reference", goal)])
-        if "write" in only:
-            n = size["write_large"]
-            path = str(root / "written.ffr")
-            runners = {"ffrecord, durable=False": lambda: measure(f"{ME}:write_file", ffrecord, path, n, 128 << 10, False),
-                       "ffrecord, durable": lambda: measure(f"{ME}:write_file", ffrecord, path, n, 128 << 10, True),
-                       "reference (no fsync)": lambda: measure(f"{ME}:write_file", reference, path, n, 128 << 10, True)}
-            best = rounds(runners, n_rounds)
-            show(f"write {n} x 128 KiB, close included", {k: v / 1e6 for k, v in best.items()}, "MB/s",
-                 [("ffrecord, durable=False", "reference (no fsync)", 1.2)])
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -16,7 +16,6 @@ import numpy as np
 from .. import _remote
 from .._indices import index_array, one_index
 from .._single import SampleReads
-from .._remote import pinned, unpinned
 from ..reader import FileReader
 from . import codecs, sequence
 from .errors import (CodecError, CorruptDatasetError, IncompleteDatasetError, MaskError,
@@ -223,7 +222,7 @@ class DatasetReader(Readable):
                  cache_limit: int | None = None, chunk_size: int | None = None) -> None:
         storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
         self._readers: dict[str, FileReader] = {}
-        self.storage_options, self._pins = unpinned(storage_options)  # pins: a copy's versions
+        self.storage_options, self._pins = _remote.unpinned(storage_options)  # pins: a copy's versions
         self.directory = _remote.as_path(directory, storage_options)
         self.decoders = decoders
         self.cache_keys = tuple(cache_keys)
@@ -285,7 +284,7 @@ class DatasetReader(Readable):
         path = self.directory / field.file
         if not path.is_file():
             raise IncompleteDatasetError(f"{self.directory}: field {field.name!r}: {field.file} is missing")
-        reader = FileReader(path, self.check_data, storage_options=pinned(self.storage_options, self._pins))
+        reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins))
         if reader.n != self._length:
             reader.close()
             raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} datapoints; "
@@ -607,7 +606,7 @@ class DatasetReader(Readable):
 
     def _pinned_options(self) -> dict[str, Any] | None:
         """The storage options with the field files pinned to the versions opened here."""
-        return pinned(self.storage_options, self.versions)
+        return _remote.pinned(self.storage_options, self.versions)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _reopen, (type(self), str(self.directory), self.decoders, self.cache_keys,
@@ -699,7 +698,7 @@ class ShardedDatasetReader(Routed):
                  chunk_size: int | None = None) -> None:
         storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
         self.directory = _remote.as_path(directory, storage_options)
-        self.storage_options = unpinned(storage_options)[0]  # members take the versions
+        self.storage_options = _remote.unpinned(storage_options)[0]  # members take the versions
         self.decoders, self.cache_keys, self.check_data = decoders, tuple(cache_keys), check_data
         self.shardstart, self.shardstep = shardstart, shardstep
         if shardstart < 0 or shardstep < 1:
@@ -744,7 +743,7 @@ class ShardedDatasetReader(Routed):
     def __reduce__(self) -> tuple[Any, ...]:
         versions = {url: v for member in self.members for url, v in member.versions.items()}
         return _reopen_sharded, (str(self.directory), self.decoders, self.shardstart, self.shardstep,
-                                 self.cache_keys, self.check_data, pinned(self.storage_options, versions))
+                                 self.cache_keys, self.check_data, _remote.pinned(self.storage_options, versions))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, shards={self.shards}) n={len(self)}"
