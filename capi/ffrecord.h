@@ -118,6 +118,13 @@ int32_t ffr_crc32c(uint32_t crc, const void *data, uint64_t size, uint32_t *out)
  * holding '\n' is FFR_E_INVALID). Buffer protocol as for ffr_errmsg. */
 int32_t ffr_dataset_files(const char *dir, char *buf, size_t len, size_t *needed);
 
+/* The objects directly under the s3:// prefix url that ffr_reader_open reads as a dataset
+ * (named *.ffr, not hidden: the rule of ffr_dataset_files), as URLs in key order, one a
+ * line, each ending in '\n' (nothing for a prefix without any). options: storage options
+ * JSON (NULL: the defaults). Buffer protocol as for ffr_errmsg. */
+int32_t ffr_dataset_urls(const char *url, const char *options, char *buf, size_t len,
+                         size_t *needed);
+
 /* The file name of part k of a dataset written as nparts parts: PART_00000.ffr, …, the
  * number widened past 100,000 parts so that name order stays part order. Buffer protocol
  * as for ffr_errmsg. */

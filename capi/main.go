@@ -59,6 +59,11 @@ func ffr_dataset_files(dir *C.ffr_cchar, buf *C.char, size C.size_t, needed *C.s
 	return C.int32_t(abi.DatasetFiles(unsafe.Pointer(dir), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
 }
 
+//export ffr_dataset_urls
+func ffr_dataset_urls(url *C.ffr_cchar, options *C.ffr_cchar, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
+	return C.int32_t(abi.DatasetURLs(unsafe.Pointer(url), unsafe.Pointer(options), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
+}
+
 //export ffr_part_name
 func ffr_part_name(k C.uint64_t, nparts C.uint64_t, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
 	return C.int32_t(abi.PartName(uint64(k), uint64(nparts), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))

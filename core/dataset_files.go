@@ -5,12 +5,30 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ffrecord/ffrecord/core/remote"
 )
 
-// DatasetFiles is the rule for which files of a directory make up a dataset, as Open reads
-// the directory: its entries named *.ffr that are not directories and not hidden (a shell
-// glob skips dotfiles too, and writers stage their temporary files under hidden names), in
-// name order. A directory without any gives an empty list; Open refuses that.
+// isDatasetFile is the rule for which entries of a directory, or objects under an s3://
+// prefix, make up a dataset: those named *.ffr and not hidden (a shell glob skips dotfiles
+// too, and writers stage their temporary files under hidden names).
+func isDatasetFile(name string) bool {
+	return strings.HasSuffix(name, ".ffr") && !strings.HasPrefix(name, ".")
+}
+
+// DatasetURLs lists the objects directly under the s3:// prefix that Open reads as a
+// dataset (isDatasetFile), in key order; a prefix without any gives an empty list.
+func DatasetURLs(prefix string, opts remote.Options) ([]string, error) {
+	client, err := remote.For(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return client.List(prefix, isDatasetFile)
+}
+
+// DatasetFiles lists the files of a directory that Open reads as a dataset: the entries
+// isDatasetFile keeps that are not directories, in name order. A directory without any
+// gives an empty list; Open refuses that.
 func DatasetFiles(dir string) ([]string, error) {
 	if err := checkPath(dir); err != nil {
 		return nil, err
@@ -22,7 +40,7 @@ func DatasetFiles(dir string) ([]string, error) {
 	var names []string
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasSuffix(name, ".ffr") && !strings.HasPrefix(name, ".") && !e.IsDir() {
+		if isDatasetFile(name) && !e.IsDir() {
 			names = append(names, filepath.Join(dir, name))
 		}
 	}

@@ -1,11 +1,16 @@
 package core
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/ffrecord/ffrecord/core/remote"
 )
 
 func TestDatasetFilesSkipsHiddenFilesAndDirectories(t *testing.T) {
@@ -54,5 +59,21 @@ func TestPartNamesSortInPartOrder(t *testing.T) {
 	}
 	if !sort.StringsAreSorted(names) {
 		t.Fatal("part names of a 100,002-part dataset do not sort in part order")
+	}
+}
+
+func TestDatasetURLsKeepWhatDatasetFilesWould(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<ListBucketResult><IsTruncated>false</IsTruncated>
+<Contents><Key>ds/b.ffr</Key></Contents><Contents><Key>ds/.staged.ffr</Key></Contents>
+<Contents><Key>ds/a.ffr</Key></Contents><Contents><Key>ds/notes.txt</Key></Contents></ListBucketResult>`)
+	}))
+	defer srv.Close()
+	got, err := DatasetURLs("s3://bkt/ds/", remote.Options{EndpointURL: srv.URL, Anonymous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"s3://bkt/ds/a.ffr", "s3://bkt/ds/b.ffr"}; !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }

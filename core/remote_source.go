@@ -270,11 +270,7 @@ func expandURL(p string, opts remote.Options) ([]string, error) {
 	if !strings.HasPrefix(strings.ToLower(p), "s3://") || strings.HasSuffix(p, ".ffr") {
 		return []string{p}, nil
 	}
-	client, err := remote.For(opts)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	urls, err := client.List(p, ".ffr")
+	urls, err := DatasetURLs(p, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -137,12 +137,13 @@ def test_dump_refuses_a_prefix_holding_ffr_objects(bucket, tmp_path):
     client, name, opts = bucket
     client.put_object(Bucket=name, Key="taken/old.ffr", Body=b"not ours")
     client.put_object(Bucket=name, Key="free/notes.txt", Body=b"not a part")
+    client.put_object(Bucket=name, Key="free/.staged.ffr", Body=b"hidden: never read")
     with pytest.raises(FileExistsError, match="old.ffr"):
         dump([b"a", b"b"], f"s3://{name}/taken/", nfiles=2, storage_options=opts)
     assert keys(client, name, "taken/") == ["taken/old.ffr"]
     dump([b"a", b"b"], f"s3://{name}/free/", nfiles=2, storage_options=opts)
-    assert keys(client, name, "free/") == ["free/PART_00000.ffr", "free/PART_00001.ffr",
-                                           "free/notes.txt"]
+    assert keys(client, name, "free/") == ["free/.staged.ffr", "free/PART_00000.ffr",
+                                           "free/PART_00001.ffr", "free/notes.txt"]
 
 
 def test_structured_dataset_round_trip_through_s3(bucket):

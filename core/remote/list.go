@@ -24,9 +24,9 @@ type listPage struct {
 	NextContinuationToken string `xml:"NextContinuationToken"`
 }
 
-// List returns the URLs of the objects directly under an s3:// prefix whose names end in
-// suffix, sorted by key. Names starting with "." are skipped, as a shell glob would.
-func (c *Client) List(prefixURL, suffix string) ([]string, error) {
+// List returns the URLs of the objects directly under an s3:// prefix whose names keep
+// accepts, sorted by key.
+func (c *Client) List(prefixURL string, keep func(name string) bool) ([]string, error) {
 	loc, prefix, err := c.listLocation(prefixURL)
 	if err != nil {
 		return nil, err
@@ -34,8 +34,7 @@ func (c *Client) List(prefixURL, suffix string) ([]string, error) {
 	var keys []string
 	err = c.listPages(loc, prefix, func(page *listPage) {
 		for _, obj := range page.Contents {
-			name := path.Base(obj.Key)
-			if strings.HasSuffix(name, suffix) && !strings.HasPrefix(name, ".") {
+			if keep(path.Base(obj.Key)) {
 				keys = append(keys, obj.Key)
 			}
 		}

@@ -132,6 +132,14 @@ def list_dir(url: str, options: dict[str, Any] | None) -> list[str]:
     return text.splitlines()
 
 
+def dataset_urls(url: str, options: dict[str, Any] | None) -> list[str]:
+    """The objects under the s3:// prefix ``url`` that a reader opens as its dataset, in key
+    order (the core's rule: named ``*.ffr``, not hidden)."""
+    dll = _lib.current().dll
+    text = _lib.copy_text(dll.ffr_dataset_urls, url.encode(), encode_options(options))
+    return text.decode("utf-8").splitlines()
+
+
 def upload_all(pairs: list[tuple[str, str]], options: dict[str, Any] | None,
                last: list[tuple[str, str]] = ()) -> None:
     """Uploads ``(local path, url)`` pairs a few at a time, then the ``last`` ones (a file

@@ -138,8 +138,7 @@ def _parts(folder: PathLike, n: int, nfiles: int) -> Tuple[List[Path], list]:
 def _refuse_taken_prefix(url: str, storage_options: Optional[dict]) -> None:
     """``FileExistsError`` when the prefix ``url`` already holds ``.ffr`` objects: they would
     be read as part of the dataset, or be overwritten and then deleted by a failed dump."""
-    taken = [name for name in _remote.list_dir(url, storage_options)
-             if name.endswith(".ffr") and not name.startswith(".")]
+    taken = [u.rsplit("/", 1)[-1] for u in _remote.dataset_urls(url, storage_options)]
     if taken:
         raise FileExistsError(
             f"{url} already holds {len(taken)} .ffr object(s) (e.g. {taken[0]}); a dump needs "

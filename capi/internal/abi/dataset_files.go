@@ -18,8 +18,32 @@ func DatasetFiles(dir, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) 
 	if err != nil {
 		return fail(err)
 	}
+	return copyOutLines(fn, files, buf, size, needed)
+}
+
+// DatasetURLs implements ffr_dataset_urls.
+func DatasetURLs(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_dataset_urls"
+	if url == nil {
+		return failf(StatusInvalid, fn+": url is NULL")
+	}
+	opts, err := storageOptions(fn, options)
+	if err != nil {
+		return fail(err)
+	}
+	urls, err := core.DatasetURLs(cString(url), opts)
+	if err != nil {
+		return fail(err)
+	}
+	return copyOutLines(fn, urls, buf, size, needed)
+}
+
+// copyOutLines copies names into buf one a line (the buffer protocol of copyOutText); a
+// name holding a newline cannot be listed so and is refused.
+func copyOutLines(fn string, names []string, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) int32 {
 	var text strings.Builder
-	for _, f := range files {
+	for _, f := range names {
 		if strings.ContainsRune(f, '\n') {
 			return failf(StatusInvalid, fn+": "+f+": a file name holding a newline cannot be listed one a line")
 		}
