@@ -46,7 +46,7 @@ demo: venv
 test: bench-deps install peer-deps browser-deps
 	go vet ./...
 	go test ./...
-	$(RUN) $(VPY) -m pytest -q -rfEs $(PYTEST_ARGS)
+	$(RUN) $(VPY) -m pytest -q -rfEs --durations=15 $(PYTEST_ARGS)
 
 # The reference implementation is built by shared/reference/build.sh (g++, libaio-dev,
 # pybind11); without them the benchmarks still run, and say why the reference is missing.
