@@ -386,6 +386,12 @@ int32_t ffr_fetch_text(const char *url, const char *options, char *buf, size_t l
  * prefix lists nothing. Buffer protocol as for ffr_fetch_text. */
 int32_t ffr_list(const char *url, const char *options, char *buf, size_t len, size_t *needed);
 
+/* Creates the object at url (s3://bucket/key) holding size bytes at data, only if no object
+ * has that key (a conditional PUT, If-None-Match: *): one there already is FFR_E_IO with
+ * ffr_oserror EEXIST. A PUT sent again after its answer was lost finds its own object and
+ * succeeds when the object holds these bytes, so data should say who wrote it. */
+int32_t ffr_put_new(const char *url, const char *options, const void *data, uint64_t size);
+
 /* Deletes the object at url (s3://bucket/key); a missing object is FFR_OK. */
 int32_t ffr_remove(const char *url, const char *options);
 

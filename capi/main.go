@@ -149,6 +149,11 @@ func ffr_check_options(options *C.ffr_cchar) C.int32_t {
 	return C.int32_t(abi.CheckOptions(unsafe.Pointer(options)))
 }
 
+//export ffr_put_new
+func ffr_put_new(url *C.ffr_cchar, options *C.ffr_cchar, data *C.ffr_cvoid, size C.uint64_t) C.int32_t {
+	return C.int32_t(abi.PutNew(unsafe.Pointer(url), unsafe.Pointer(options), unsafe.Pointer(data), uint64(size)))
+}
+
 //export ffr_remove
 func ffr_remove(url *C.ffr_cchar, options *C.ffr_cchar) C.int32_t {
 	return C.int32_t(abi.Remove(unsafe.Pointer(url), unsafe.Pointer(options)))

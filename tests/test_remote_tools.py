@@ -212,3 +212,32 @@ def test_a_failed_dataset_upload_or_write_leaves_nothing(bucket, monkeypatch):
     assert uploads[-1].endswith("spec.json") is False and len(uploads) == 3
     assert keys(client, name) == []
     assert not os.path.exists(writer._staging)
+
+
+def test_one_writer_at_a_time_on_an_s3_prefix(bucket):
+    """A conditional PUT claims the prefix: a second writer (or dump) is refused at once,
+    naming the holder, until the first finishes; a claim left by a killed writer says how to
+    clear it, and nothing of the refused writers is uploaded."""
+    from ffrecord.dataset import DatasetReader, DatasetWriter
+
+    client, name, opts = bucket
+    url = f"s3://{name}/shared/"
+    first = DatasetWriter(url, SPEC, storage_options=opts)
+    first.append(_datapoint(0))
+    holder = f"pid {os.getpid()} on "
+    with pytest.raises(FileExistsError, match=f"claimed by a writer \\({holder}"):
+        DatasetWriter(url, SPEC, storage_options=opts)
+    with pytest.raises(FileExistsError, match="claimed by a writer"):
+        dump([b"a", b"b"], url, nfiles=2, storage_options=opts)
+    assert keys(client, name) == ["shared/.ffrecord-writer"]
+    first.close()
+    assert keys(client, name) == ["shared/frames.ffr", "shared/label.ffr", "shared/spec.json",
+                                  "shared/text.ffr"]
+    assert DatasetReader(url, storage_options=opts)[0] == _datapoint(0)
+
+    client.put_object(Bucket=name, Key="left/.ffrecord-writer", Body=b"pid 1 on gone-host\n")
+    with pytest.raises(FileExistsError, match=f"pid 1 on gone-host.*remove s3://{name}/left/"):
+        dump([b"a", b"b"], f"s3://{name}/left/", nfiles=2, storage_options=opts)
+    client.delete_object(Bucket=name, Key="left/.ffrecord-writer")
+    dump([b"a", b"b"], f"s3://{name}/left/", nfiles=2, storage_options=opts)
+    assert keys(client, name, "left/") == ["left/PART_00000.ffr", "left/PART_00001.ffr"]

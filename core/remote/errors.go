@@ -80,3 +80,8 @@ func (e permissionDenied) Unwrap() error { return syscall.EACCES }
 type notFound struct{ *statusError }
 
 func (e notFound) Unwrap() error { return syscall.ENOENT }
+
+// alreadyExists is a conditional PUT's 412: an object has the key (EEXIST).
+type alreadyExists struct{ *statusError }
+
+func (e alreadyExists) Unwrap() error { return syscall.EEXIST }

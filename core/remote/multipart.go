@@ -30,15 +30,9 @@ const (
 // parallel parts; the object appears only when the upload completes, and an upload that
 // fails is aborted, so a failure leaves no object behind (nor a half-written one).
 func (c *Client) Upload(localPath, raw string) error {
-	loc, err := c.locate(raw)
+	loc, err := c.objectToWrite(raw)
 	if err != nil {
 		return err
-	}
-	if !loc.s3 {
-		return fmt.Errorf("%w: writing %s: only s3:// URLs can be written", ErrUnsupported, raw)
-	}
-	if loc.key == "" || strings.HasSuffix(loc.key, "/") {
-		return fmt.Errorf("%w: %s names no object key", ErrBadURL, raw)
 	}
 	f, err := os.Open(localPath)
 	if err != nil {
@@ -68,6 +62,49 @@ func (c *Client) Upload(localPath, raw string) error {
 		return c.abortAfter(loc, id, err)
 	}
 	return nil
+}
+
+// PutNew creates the object at an s3:// URL holding body, only if no object has that key
+// (a conditional PUT, If-None-Match: *): one already there is an error wrapping
+// fs.ErrExist (EEXIST). A PUT sent again after its answer was lost finds its own object;
+// that is success when the object holds body, so body should say who wrote it.
+func (c *Client) PutNew(raw string, body []byte) error {
+	loc, err := c.objectToWrite(raw)
+	if err != nil {
+		return err
+	}
+	err = c.do(context.Background(), "PUT", loc, func(ctx context.Context) (*http.Request, error) {
+		req, err := c.request(ctx, http.MethodPut, loc, loc.url, body, unsignedPayload)
+		if req != nil {
+			req.Header.Set("If-None-Match", "*")
+		}
+		return req, err
+	}, func(*http.Response) error { return nil })
+	var se *statusError
+	if !errors.As(err, &se) || se.code != http.StatusPreconditionFailed {
+		return err
+	}
+	if obj, oerr := c.Object(raw); oerr == nil {
+		if held, rerr := obj.ReadAll(int64(len(body)) + 1); rerr == nil && bytes.Equal(held, body) {
+			return nil
+		}
+	}
+	return &fs.PathError{Op: "PUT", Path: raw, Err: alreadyExists{se}}
+}
+
+// objectToWrite locates an s3:// URL that names an object key.
+func (c *Client) objectToWrite(raw string) (*location, error) {
+	loc, err := c.locate(raw)
+	if err != nil {
+		return nil, err
+	}
+	if !loc.s3 {
+		return nil, fmt.Errorf("%w: writing %s: only s3:// URLs can be written", ErrUnsupported, raw)
+	}
+	if loc.key == "" || strings.HasSuffix(loc.key, "/") {
+		return nil, fmt.Errorf("%w: %s names no object key", ErrBadURL, raw)
+	}
+	return loc, nil
 }
 
 // abortAfter aborts upload id after err; the error says so when the abort fails too.

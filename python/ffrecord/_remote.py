@@ -119,6 +119,13 @@ def upload(local: str, url: str, options: dict[str, Any] | None) -> None:
     _lib.check(dll.ffr_upload(os.fsencode(local), url.encode(), encode_options(options)))
 
 
+def put_new(url: str, options: dict[str, Any] | None, data: bytes) -> None:
+    """Creates the object at ``url`` holding ``data`` only if none has that key;
+    ``FileExistsError`` if one has."""
+    _lib.check(_lib.current().dll.ffr_put_new(url.encode(), encode_options(options), data,
+                                              len(data)))
+
+
 def remove(url: str, options: dict[str, Any] | None) -> None:
     """Deletes the object at ``url``; a missing one is not an error."""
     _lib.check(_lib.current().dll.ffr_remove(url.encode(), encode_options(options)))

@@ -12,11 +12,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import warnings
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ContextManager, List, Optional, Sequence, Tuple
 
 from . import _paths, _remote
 from ._paths import PathLike
@@ -86,15 +87,14 @@ def dump(
     fname = _remote.local_path(fname)
     if _remote.is_url(fname):
         _remote.encode_options(storage_options)  # bad options fail before any work
-        if nfiles > 1:
-            _refuse_taken_prefix(os.fsdecode(fname), storage_options)
-        staging = _remote.Staging(os.fsdecode(fname))
-        try:
-            dump(dataset, staging.path, nfiles, verbose, compression=compression,
-                 max_workers=max_workers, start_method=start_method, durable=durable)
-            _upload_dump(staging.path, os.fsdecode(fname), nfiles, storage_options)
-        finally:
-            staging.discard()
+        with _claim_prefix(os.fsdecode(fname), nfiles, storage_options):
+            staging = _remote.Staging(os.fsdecode(fname))
+            try:
+                dump(dataset, staging.path, nfiles, verbose, compression=compression,
+                     max_workers=max_workers, start_method=start_method, durable=durable)
+                _upload_dump(staging.path, os.fsdecode(fname), nfiles, storage_options)
+            finally:
+                staging.discard()
         return
     n = len(dataset)
     options = {"compression": compression, "durable": durable}  # for each FileWriter
@@ -133,6 +133,22 @@ def _parts(folder: PathLike, n: int, nfiles: int) -> Tuple[List[Path], list]:
             "that would be read as part of the dataset; remove them first"
         )
     return parts, [(str(p), start, count) for p, (start, count) in zip(parts, ranges)]
+
+
+def _claim_prefix(url: str, nfiles: int, storage_options: Optional[dict]) -> ContextManager:
+    """For a dump in parts under the prefix ``url``: the prefix claimed for this dump (one
+    writer at a time), refused when it holds parts already. One object needs neither."""
+    if nfiles == 1:
+        return contextlib.nullcontext()
+    from .dataset.claim import RemoteClaim
+
+    claim = RemoteClaim(url, storage_options)
+    try:
+        _refuse_taken_prefix(url, storage_options)
+    except BaseException:
+        claim.release()
+        raise
+    return claim
 
 
 def _refuse_taken_prefix(url: str, storage_options: Optional[dict]) -> None:

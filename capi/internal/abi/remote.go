@@ -44,6 +44,27 @@ func CheckURL(url unsafe.Pointer) (status int32) {
 	return StatusOK
 }
 
+// PutNew implements ffr_put_new.
+func PutNew(url, options, data unsafe.Pointer, size uint64) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_put_new"
+	if url == nil || (data == nil && size > 0) {
+		return failf(StatusInvalid, fn+": url or data is NULL")
+	}
+	client, status := clientFor(fn, options)
+	if client == nil {
+		return status
+	}
+	body := make([]byte, size) // a copy: the caller's memory is not held past the call
+	if size > 0 {
+		copy(body, unsafe.Slice((*byte)(data), size))
+	}
+	if err := client.PutNew(cString(url), body); err != nil {
+		return fail(err)
+	}
+	return StatusOK
+}
+
 // Remove implements ffr_remove.
 func Remove(url, options unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)

@@ -1,5 +1,6 @@
 """A writer's claim on a dataset directory: while one ``DatasetWriter`` writes a directory,
-no other can, in this process or any other.
+no other can, in this process or any other (for an ``s3://`` prefix: ``RemoteClaim``, which
+``dump`` takes too).
 
 The claim is a hidden file, ``.ffrecord-writer``, created with ``O_EXCL`` and held locked
 (``flock``) for the writer's life. The lock dies with its process, so a claim left behind by
@@ -28,8 +29,11 @@ import errno
 import fcntl
 import os
 import socket
+import time
+import uuid
 import weakref
 from pathlib import Path
+from typing import Any
 
 CLAIM_FILE = ".ffrecord-writer"
 _NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
@@ -106,6 +110,52 @@ class Claim:
 
     def __repr__(self) -> str:
         return f"Claim({str(self.path)!r}, {'held' if self._fd is not None else 'released'})"
+
+
+class RemoteClaim:
+    """Claims the ``s3://`` prefix ``url`` for one writer: the hidden object
+    ``.ffrecord-writer`` under it, created by a conditional PUT, so that of two writers
+    starting together exactly one gets it (``FileExistsError`` for the other, naming the
+    holder). ``release()`` deletes it. Object storage cannot tell whether the writer that
+    left a claim still runs, so a claim left by a killed writer must be removed by hand (the
+    error names it). A forked child never releases its parent's claim."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None) -> None:
+        from .. import _remote  # the library loads on first use, not on import
+
+        self.url = _remote.join(url, CLAIM_FILE)
+        self._options = storage_options
+        self._owner: int | None = None
+        body = (f"pid {os.getpid()} on {socket.gethostname()} since "
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} ({uuid.uuid4().hex})\n")
+        try:
+            _remote.put_new(self.url, storage_options, body.encode())
+        except FileExistsError:
+            try:
+                holder = _remote.fetch_bytes(self.url, storage_options).decode(errors="replace")
+            except FileNotFoundError:  # released meanwhile: still another writer's moment
+                holder = "released just now"
+            raise FileExistsError(
+                f"{url}: claimed by a writer ({holder.strip()}); object storage cannot tell "
+                f"whether it still runs: if it does not, remove {self.url}") from None
+        self._owner = os.getpid()
+
+    def release(self) -> None:
+        """Deletes the claim (in the process that made it). Idempotent."""
+        from .. import _remote
+
+        owner, self._owner = self._owner, None
+        if owner == os.getpid():
+            _remote.remove(self.url, self._options)
+
+    def __enter__(self) -> RemoteClaim:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"RemoteClaim({self.url!r}, {'held' if self._owner is not None else 'released'})"
 
 
 _HELD: weakref.WeakSet[Claim] = weakref.WeakSet()

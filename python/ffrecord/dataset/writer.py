@@ -16,7 +16,7 @@ from .. import _remote
 from .._progress import ProgressBar
 from ..writer import ClosesOrAborts, FileWriter
 from . import codecs, sequence
-from .claim import Claim
+from .claim import Claim, RemoteClaim
 from .errors import CodecError, DatapointError
 from .spec import SPEC_FILE, Field, parse_spec, sync_directory, write_spec
 
@@ -73,7 +73,7 @@ class DatasetWriter(ClosesOrAborts):
         self._writers: dict[str, FileWriter] = {}
         self._placed: dict[str, os.stat_result] = {}  # field files this writer moved into place
         self._staging: str | None = None
-        self._claim: Claim | None = None
+        self._claim: Claim | RemoteClaim | None = None
         self._created = self._finished = False
         self._bar = ProgressBar(length, progress, "write", "datapoint")  # rate and ETA on stderr
         self.metadata = dict(metadata or {})  # stored in spec.json, read as reader.metadata
@@ -85,8 +85,13 @@ class DatasetWriter(ClosesOrAborts):
         self._encoders = codecs.resolve(self._fields, encoders, "encode")
         if self.url is not None:
             _remote.check_writable(self.url)
-            if SPEC_FILE in _remote.list_dir(self.url, storage_options):
-                raise FileExistsError(f"{self.url}: already holds a dataset ({SPEC_FILE})")
+            self._claim = RemoteClaim(self.url, storage_options)
+            try:  # checked after claiming, so that no writer can complete one in between
+                if SPEC_FILE in _remote.list_dir(self.url, storage_options):
+                    raise FileExistsError(f"{self.url}: already holds a dataset ({SPEC_FILE})")
+            except BaseException:
+                self._claim.release()
+                raise
             self._staging = tempfile.mkdtemp(prefix="ffrecord-upload-")
             location = os.path.join(self._staging, "dataset")
         self.directory = Path(location)
