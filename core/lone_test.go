@@ -3,8 +3,10 @@ package core
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"sync"
 	"testing"
 )
 
@@ -24,15 +26,15 @@ func TestLoneReadsPastTheBudget(t *testing.T) {
 	if !r.window.streamData {
 		t.Fatal("the data is not streamed past the budget")
 	}
-	dst, sizes := make([]byte, size), make([]uint64, 1)
-	read := func(i int) {
-		t.Helper()
+	// reads sample i, reporting what is wrong with it (goroutines may not t.Fatal)
+	check := func(i int, dst []byte) error {
+		sizes := make([]uint64, 1)
 		err := r.ReadBatch([]uint64{uint64(i)}, dst, sizes)
 		if i == 9 || i == na+30 {
 			if !errors.Is(err, ErrChecksum) {
-				t.Fatalf("damaged sample %d: err = %v", i, err)
+				return fmt.Errorf("damaged sample %d: err = %v", i, err)
 			}
-			return
+			return nil
 		}
 		local := i % na
 		if i >= na {
@@ -40,17 +42,39 @@ func TestLoneReadsPastTheBudget(t *testing.T) {
 		}
 		want := bytes.Repeat([]byte{'0' + byte(local%10)}, size)
 		if err != nil || sizes[0] != size || !bytes.Equal(dst, want) {
-			t.Fatalf("sample %d: err %v, size %d", i, err, sizes[0])
+			return fmt.Errorf("sample %d: err %v, size %d", i, err, sizes[0])
+		}
+		return nil
+	}
+	read := func(i int) {
+		t.Helper()
+		if err := check(i, make([]byte, size)); err != nil {
+			t.Fatal(err)
 		}
 	}
 
 	read(1)
 	rss := statusKiB(t, "RssFile")
 	order := rand.New(rand.NewPCG(1, 2)).Perm(na + nb)
-	for range 2 {
-		for _, i := range order {
-			read(i)
-		}
+	for _, i := range order {
+		read(i)
+	}
+	// again, four goroutines at once, each a quarter of the order
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for g := range errs {
+		wg.Go(func() {
+			dst := make([]byte, size)
+			for _, i := range order[g*len(order)/4 : (g+1)*len(order)/4] {
+				if errs[g] = check(i, dst); errs[g] != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	if mapped, want := r.lone.mapped.Load(), uint64(budget/loneBlock); mapped != want {
 		t.Errorf("%d blocks mapped, want the budget's %d", mapped, want)
