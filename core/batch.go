@@ -143,11 +143,11 @@ func (r *Reader) fetch(b *batch, dst []byte) error {
 }
 
 // fetchOne brings a lone sample into memory. A single read blocks on at most one trip to
-// the disk whichever way it goes, so there is nothing for a residency probe or the
-// engine's queue to win: it is copied from the mapping, or read with one blocking system
-// call on this thread when the data is not read through the mappings.
+// the disk whichever way it goes, so there is nothing for the engine's queue to win: it is
+// copied from the mapping (when the data is not read through the mappings, only a warm
+// one: see lone.go), or read with one blocking system call on this thread.
 func (r *Reader) fetchOne(it *batchItem, dst []byte) error {
-	if !r.window.streamData {
+	if !r.window.streamData || r.loneFromMapping(it) {
 		it.src = it.file.data[it.off:it.end]
 		return nil
 	}

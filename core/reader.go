@@ -41,6 +41,7 @@ type Reader struct {
 
 	metadataChecks sync.Map // file index -> metadataResult, by metadataError
 	window         mappedWindow
+	lone           loneWindow   // what lone reads copy from the mappings past mappedBudget
 	prefetching    atomic.Int32 // Prefetch goroutines running
 
 	mu     sync.RWMutex // held for reading by every call, for writing by Close

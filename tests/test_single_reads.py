@@ -4,6 +4,7 @@ the batched reads give, for small and large samples, after a fork, and fail as t
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -71,3 +72,32 @@ def test_zero_copy_decoder_values_are_not_overwritten(tmp_path):
     with FileReader(path) as reader:
         first, second = reader.read_one(0), reader.read_one(1)
         assert first.tobytes() == b"\x00" * 100 and second.tobytes() == b"\x01" * 100
+
+
+@pytest.mark.parametrize("keep", [lambda view: view, lambda view: np.frombuffer(view, np.uint8)],
+                         ids=["memoryview", "numpy"])
+def test_values_that_keep_a_view_of_the_buffer_are_not_overwritten(dataset, keep):
+    # the buffer of a datapoint is reused by the next one only when nothing refers to it
+    copied = DatasetReader(dataset).read(list(range(12)))
+    reader = DatasetReader(dataset, decoders={"bytes": keep})
+    kept = [reader[k] for k in (4, 5, 2, 3, 4, 0)]
+    more = [reader[k]["label"] for k in range(12)]
+    assert more == [d["label"] for d in copied]
+    assert [bytes(d["image"]) for d in kept] == [copied[k]["image"] for k in (4, 5, 2, 3, 4, 0)]
+
+
+def test_reused_buffers_follow_growing_and_shrinking_datapoints(dataset):
+    reader = DatasetReader(dataset)
+    expected = reader.read(list(range(12)))
+    order = [0, 1, 5, 0, 11, 2, 3, 5, 1, 4, 4, 0, 5, 5, 1]  # 70,000 bytes among the small
+    assert [reader[k] for k in order] == [expected[k] for k in order]
+
+
+def test_threads_sharing_a_reader_get_their_own_datapoints(dataset):
+    reader = DatasetReader(dataset)
+    expected = reader.read(list(range(12)))
+    orders = [np.random.default_rng(seed).integers(0, 12, 300).tolist() for seed in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda order: [reader[k] for k in order], orders))
+    for order, got in zip(orders, results):
+        assert got == [expected[k] for k in order]

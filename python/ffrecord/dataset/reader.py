@@ -269,8 +269,8 @@ class DatasetReader(Readable):
         # open was, so the cost is one native call and the decoders.
         index = key if 0 <= key < self._length else one_index(key, self._length)
         reads, readers, decoders = single
-        buf, sizes = reads.read(index, readers)
-        view = memoryview(buf)
+        kit, sizes = reads.lend(index, readers)
+        view = memoryview(kit[0])
         out, at = {}, 0
         try:
             for (name, decode), size in zip(decoders, sizes):
@@ -278,6 +278,8 @@ class DatasetReader(Readable):
                 at += size
         except Exception as exc:
             raise self._decode_error(self._fields[name], index, None, exc) from exc
+        del view
+        reads.give_back(kit)  # unless a decoder kept a view of its buffer
         return out
 
     def _open_field(self, field: Field) -> FileReader:

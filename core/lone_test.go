@@ -1,0 +1,110 @@
+package core
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+)
+
+// Lone reads of a dataset past mappedBudget (lone.go): warm samples are copied from the
+// mapping until the budget's worth of fault-around blocks is mapped, cold ones are read
+// with pread. Either way a sample reads back whole (in either of two files) and a damaged
+// one is refused, and the mapped file pages stay within the budget.
+func TestLoneReadsPastTheBudget(t *testing.T) {
+	const (
+		size   = 16 << 10
+		na, nb = 1000, 40 // 16 MiB: past the read-around of a fault on the header
+		budget = 2 * loneBlock
+	)
+	defer setMappedBudget(budget)()
+	paths := []string{damagedFile(t, "a.ffr", na, size, 9), damagedFile(t, "b.ffr", nb, size, 30)}
+	r := openReader(t, ReaderOptions{CheckData: true}, paths...)
+	if !r.window.streamData {
+		t.Fatal("the data is not streamed past the budget")
+	}
+	// reads sample i, reporting what is wrong with it (goroutines may not t.Fatal)
+	check := func(i int, dst []byte) error {
+		sizes := make([]uint64, 1)
+		err := r.ReadBatch([]uint64{uint64(i)}, dst, sizes)
+		if i == 9 || i == na+30 {
+			if !errors.Is(err, ErrChecksum) {
+				return fmt.Errorf("damaged sample %d: err = %v", i, err)
+			}
+			return nil
+		}
+		local := i % na
+		if i >= na {
+			local = i - na
+		}
+		want := bytes.Repeat([]byte{'0' + byte(local%10)}, size)
+		if err != nil || sizes[0] != size || !bytes.Equal(dst, want) {
+			return fmt.Errorf("sample %d: err %v, size %d", i, err, sizes[0])
+		}
+		return nil
+	}
+	read := func(i int) {
+		t.Helper()
+		if err := check(i, make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	read(1)
+	rss := statusKiB(t, "RssFile")
+	order := rand.New(rand.NewPCG(1, 2)).Perm(na + nb)
+	for _, i := range order {
+		read(i)
+	}
+	// again, four goroutines at once, each a quarter of the order
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for g := range errs {
+		wg.Go(func() {
+			dst := make([]byte, size)
+			for _, i := range order[g*len(order)/4 : (g+1)*len(order)/4] {
+				if errs[g] = check(i, dst); errs[g] != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if mapped, want := r.lone.mapped.Load(), uint64(budget/loneBlock); mapped != want {
+		t.Errorf("%d blocks mapped, want the budget's %d", mapped, want)
+	}
+	// the blocks counted, and the headers' pages
+	if grown := statusKiB(t, "RssFile") - rss; !raceEnabled && grown > (budget+faultAround)>>10 {
+		t.Errorf("mapped file pages grew by %d KiB, want at most %d KiB", grown, (budget+faultAround)>>10)
+	}
+
+	// A cold sample is read with pread, mapping nothing: a fault would read around it.
+	r = openReader(t, ReaderOptions{CheckData: true}, paths...)
+	syncFile(t, paths[0]) // damagedFile's rewrite is dirty, and eviction skips dirty pages
+	evict(t, paths[0])
+	cold := uint64(na - 20)
+	if cached, _ := cachedPages(t, r, []uint64{cold}); cached != 0 {
+		t.Skipf("%d pages of sample %d stay cached after eviction: cannot read it cold here", cached, cold)
+	}
+	if read(int(cold)); r.lone.mapped.Load() != 0 {
+		t.Fatalf("cold sample %d read through the mapping", cold)
+	}
+}
+
+func syncFile(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
