@@ -6,7 +6,6 @@ import (
 	"io"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/ffrecord/ffrecord/core/internal/engine"
@@ -255,8 +254,7 @@ func shrunk(err error) error {
 }
 
 // readInto fetches every item's stored bytes and checks and copies or decodes them into
-// dst. A middling batch is fetched here and delivered with a helper if one comes in time
-// (see sharedBytes). A large batch is cut into runs of about equal bytes, one per core: local runs are
+// dst. A large batch is cut into runs of about equal bytes, one per core: local runs are
 // each fetched and delivered by their own goroutine, so that reading from the page cache
 // (a system call, or a copy out of the mapping) and checking use every core; a remote
 // batch is fetched whole first (one request plan), then delivered in parallel. cur tracks
@@ -266,9 +264,6 @@ func (r *Reader) readInto(b *batch, dst []byte, cur **batchItem) error {
 	if workers < 2 || len(b.items) < 2 || uint64(len(dst)) < parallelBytes {
 		if err := r.fetch(b, dst); err != nil {
 			return err
-		}
-		if workers >= 2 && len(b.items) >= 2 && uint64(len(dst)) >= sharedBytes {
-			return r.deliverShared(b.items, dst, cur)
 		}
 		return r.deliverRange(b.items, dst, cur)
 	}
@@ -287,62 +282,6 @@ func (r *Reader) readInto(b *batch, dst []byte, cur **batchItem) error {
 		}
 		return r.deliverRange(part, dst, cur)
 	})
-}
-
-// A batch from sharedBytes (and under parallelBytes) is delivered with a helper goroutine
-// that joins in when it starts: waking another thread costs ~20 µs here, about what
-// delivering 50 KiB of small random samples takes, so the caller does not wait for it but
-// starts at once, and leaves it what is left when it comes. The items are claimed in
-// chunks of about sharedChunkBytes.
-const (
-	sharedBytes      = 128 << 10
-	sharedChunkBytes = 16 << 10
-)
-
-// sharedDelivery is the delivery of a batch's items in chunks claimed by this goroutine
-// and by a helper, if the helper starts before the work is done.
-type sharedDelivery struct {
-	chunk  int          // items claimed at a time
-	next   atomic.Int64 // the first item not claimed yet
-	joined atomic.Bool  // the helper started, or the owner finished first and turned it away
-	wg     sync.WaitGroup
-	err    error // the helper's
-}
-
-// deliverShared delivers items into dst (whose length is their total size) with a helper
-// goroutine if one starts in time (see sharedBytes).
-func (r *Reader) deliverShared(items []batchItem, dst []byte, cur **batchItem) error {
-	d := &sharedDelivery{chunk: max(1, int(sharedChunkBytes*uint64(len(items))/max(uint64(len(dst)), 1)))}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		if !d.joined.CompareAndSwap(false, true) {
-			return
-		}
-		var mine *batchItem
-		d.err = withFaultGuard(faultAt(&mine, items[0].file.path),
-			func() error { return r.deliverClaimed(d, items, dst, &mine) })
-	}()
-	err := r.deliverClaimed(d, items, dst, cur)
-	if d.joined.CompareAndSwap(false, true) {
-		return err
-	}
-	d.wg.Wait()
-	return errors.Join(err, d.err)
-}
-
-// deliverClaimed delivers chunks of items until none is left to claim, or one fails.
-func (r *Reader) deliverClaimed(d *sharedDelivery, items []batchItem, dst []byte, cur **batchItem) error {
-	for {
-		start := int(d.next.Add(int64(d.chunk))) - d.chunk
-		if start >= len(items) {
-			return nil
-		}
-		if err := r.deliverSpan(items, start, min(start+d.chunk, len(items)), dst, cur); err != nil {
-			d.next.Store(int64(len(items)))
-			return err
-		}
-	}
 }
 
 // inParallel runs fn on every part, the first on this goroutine (cur tracking its item in
@@ -404,12 +343,7 @@ func (r *Reader) loadHeaderLines(it *batchItem) {
 }
 
 func (r *Reader) deliverRange(items []batchItem, dst []byte, cur **batchItem) error {
-	return r.deliverSpan(items, 0, len(items), dst, cur)
-}
-
-// deliverSpan delivers items[start:end], loading the cache lines of the items after it.
-func (r *Reader) deliverSpan(items []batchItem, start, end int, dst []byte, cur **batchItem) error {
-	for k := start; k < end; k++ {
+	for k := range items {
 		it := &items[k]
 		*cur = it
 		if k+cacheLinesAhead < len(items) {
