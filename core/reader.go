@@ -42,6 +42,8 @@ type Reader struct {
 	metadataChecks sync.Map // file index -> metadataResult, by metadataError
 	window         mappedWindow
 	prefetching    atomic.Int32 // Prefetch goroutines running
+	// residentBatches counts the batches in a row found in the page cache (see resident).
+	residentBatches atomic.Uint64
 
 	mu     sync.RWMutex // held for reading by every call, for writing by Close
 	closed bool
