@@ -96,21 +96,27 @@ func (r *Reader) ReadBatch(indices []uint64, dst []byte, sizes []uint64) error {
 
 	var cur *batchItem
 	return withFaultGuard(faultAt(&cur, r.files[0].path), func() error {
-		var total uint64
 		for k, index := range indices {
 			fk, local, err := r.locate(index)
 			if err != nil {
 				return err
 			}
+			b.items[k] = batchItem{file: r.files[fk], local: local, global: r.starts[fk] + local}
+		}
+		var total uint64
+		for k := range b.items {
 			it := &b.items[k]
+			if k+headerLinesAhead < len(b.items) {
+				r.loadHeaderLines(&b.items[k+headerLinesAhead])
+			}
 			cur = it
-			if err := r.plan(it, r.files[fk], local, r.starts[fk]); err != nil {
+			if err := r.plan(it, it.file, it.local, it.global-it.local); err != nil {
 				return err
 			}
 			it.out = total
 			sizes[k] = it.size
 			if total+it.size < total {
-				return errorf(it.file.path, int64(local), ErrCorrupt, "sample size %d overflows the batch", it.size)
+				return errorf(it.file.path, int64(it.local), ErrCorrupt, "sample size %d overflows the batch", it.size)
 			}
 			total += it.size
 		}
@@ -173,20 +179,33 @@ func faultAt(cur **batchItem, path string) func() (string, int64) {
 	}
 }
 
-// probeCount is how many samples of a batch are checked for page-cache residency.
-const probeCount = 4
+// probeCount is how many samples of a batch are checked for page-cache residency, and
+// warmProbeCount how many once warmStreak batches in a row were found resident: a probe
+// (mincore) costs 1.5-3.5 µs here, ~10 µs a batch for four, and a warm dataset stays warm.
+// A probe that finds a page missing starts the count again.
+const (
+	probeCount     = 4
+	warmProbeCount = 1
+	warmStreak     = 16
+)
 
 // resident guesses whether a batch is in the page cache from a few of its samples: a cold
 // batch copied from the mapping would take one blocking page fault after another, where
 // the engine keeps many reads in flight.
 func (r *Reader) resident(items []batchItem) bool {
-	probes := min(probeCount, len(items))
+	probes := probeCount
+	if r.residentBatches.Load() >= warmStreak {
+		probes = warmProbeCount
+	}
+	probes = min(probes, len(items))
 	for p := range probes {
-		it := &items[p*len(items)/probes]
+		it := &items[(2*p+1)*len(items)/(2*probes)]
 		if it.end > it.off && !pageResident(it.file.data, it.off) {
+			r.residentBatches.Store(0)
 			return false
 		}
 	}
+	r.residentBatches.Add(1)
 	return true
 }
 
@@ -315,12 +334,26 @@ func splitByBytes(items []batchItem, n int, total uint64) [][]batchItem {
 // The first cache lines of the samples a few places ahead in a batch are loaded into the
 // CPU's caches while the current one is copied: a warm batch of small random samples is
 // bound by memory latency (cache and TLB misses), not bandwidth, and this keeps several
-// misses in flight (measured: 87 → 62 µs of CPU per 256 × 1 KiB batch with checks). Only the start of each sample is asked for;
-// the hardware prefetcher follows a stream once it has begun.
+// misses in flight (measured: 87 → 62 µs of CPU per 256 × 1 KiB batch with checks). Only
+// the start of each sample is asked for; the hardware prefetcher follows a stream once it
+// has begun. The header entries of a sample (its offsets, its checksum) are random reads
+// too: they are asked for while the samples a few places before it are planned (measured
+// together, 8 places ahead for both: 105 → 90 µs of CPU per such batch, from 4 ahead and
+// none for the header).
 const (
-	cacheLinesAhead = 4
-	cacheLinesBytes = 4096
+	cacheLinesAhead  = 8
+	cacheLinesBytes  = 4096
+	headerLinesAhead = 8
 )
+
+// loadHeaderLines starts loading the header entries that planning it and checking it read.
+func (r *Reader) loadHeaderLines(it *batchItem) {
+	f := it.file
+	loadCacheLines(unsafe.Pointer(&f.data[offsetPos(f.stored, it.local)]), 2*offsetSize)
+	if r.opts.CheckData {
+		loadCacheLines(unsafe.Pointer(&f.data[checksumPos(it.local)]), checksumSize)
+	}
+}
 
 func (r *Reader) deliverRange(items []batchItem, dst []byte, cur **batchItem) error {
 	for k := range items {
@@ -330,9 +363,6 @@ func (r *Reader) deliverRange(items []batchItem, dst []byte, cur **batchItem) er
 			next := &items[k+cacheLinesAhead]
 			if len(next.src) > 0 {
 				loadCacheLines(unsafe.Pointer(&next.src[0]), uintptr(min(len(next.src), cacheLinesBytes)))
-			}
-			if r.opts.CheckData {
-				loadCacheLines(unsafe.Pointer(&next.file.data[checksumPos(next.local)]), checksumSize)
 			}
 		}
 		if err := r.deliver(it, dst[it.out:it.out+it.size]); err != nil {

@@ -43,6 +43,8 @@ type Reader struct {
 	window         mappedWindow
 	lone           loneWindow   // what lone reads copy from the mappings past mappedBudget
 	prefetching    atomic.Int32 // Prefetch goroutines running
+	// residentBatches counts the batches in a row found in the page cache (see resident).
+	residentBatches atomic.Uint64
 
 	mu     sync.RWMutex // held for reading by every call, for writing by Close
 	closed bool

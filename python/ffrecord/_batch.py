@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _lib
-from ._buffers import BufferPool, allocator, writable_bytes
+from ._buffers import BufferPool, address, allocator, writable_bytes
 from .errors import E_SHORTBUF
 
 _MIN_FIXED_EVIDENCE = 8
@@ -34,6 +34,7 @@ class BatchReads:
 
     def __init__(self) -> None:
         self._fixed_size = _SIZE_UNKNOWN
+        self._fixed_bytes = b""
         self._pools = threading.local()
 
     def forget_buffers(self) -> None:
@@ -47,8 +48,7 @@ class BatchReads:
         sizes = np.empty(k, np.uint64)
         if k == 0:
             return np.empty(0, np.uint8), sizes, -1
-        # Each ``.ctypes.data`` costs about a microsecond: take every address once.
-        idx_addr, sizes_addr = idx.ctypes.data, sizes.ctypes.data
+        idx_addr, sizes_addr = address(idx), address(sizes)
         if out is not None and not callable(out):  # one call: it fails, sizing, when too small
             return self._read_into(dll, handle, idx_addr, sizes, sizes_addr, writable_bytes(out))
         allocate = self._new_buffer if out is None else allocator(out)
@@ -66,7 +66,7 @@ class BatchReads:
     def _read_into(self, dll: ctypes.CDLL, handle: int, idx_addr: int, sizes: np.ndarray,
                    sizes_addr: int, buf: np.ndarray) -> Batch:
         k = len(sizes)
-        status = dll.ffr_reader_read_batch(handle, idx_addr, k, buf.ctypes.data, buf.nbytes,
+        status = dll.ffr_reader_read_batch(handle, idx_addr, k, address(buf), buf.nbytes,
                                            sizes_addr)
         total = int(sizes.sum())
         if status == E_SHORTBUF:
@@ -87,14 +87,22 @@ class BatchReads:
         ``None`` when it was too small: ``sizes`` is filled and nothing was read."""
         fixed, k = self._fixed_size, len(sizes)
         buf = allocate(fixed * k)
-        status = dll.ffr_reader_read_batch(handle, idx_addr, k, buf.ctypes.data, fixed * k,
+        status = dll.ffr_reader_read_batch(handle, idx_addr, k, address(buf), fixed * k,
                                            sizes_addr)
-        if status == 0 and (sizes == fixed).all():
+        if status == 0 and sizes.tobytes() == self._fixed_sizes(k):
             return buf[: fixed * k], sizes, fixed
         if status not in (0, E_SHORTBUF):
             _lib.raise_status(status)
         self._fixed_size = _SIZES_VARY  # guessed wrong once: size every batch from now on
         return (buf[: int(sizes.sum())], sizes, -1) if status == 0 else None
+
+    def _fixed_sizes(self, k: int) -> bytes:
+        """The bytes of ``k`` sizes all of the learnt size: comparing bytes costs a tenth of
+        comparing arrays."""
+        pattern = self._fixed_bytes
+        if len(pattern) != 8 * k:
+            pattern = self._fixed_bytes = np.full(k, self._fixed_size, np.uint64).tobytes()
+        return pattern
 
     def _new_buffer(self, nbytes: int) -> np.ndarray:
         """A ``uint8`` array of ``nbytes`` for one batch: recycled memory when this thread

@@ -8,6 +8,7 @@ core writes into them, and the split of one buffer into per-sample views.
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from typing import Any, Callable
 
@@ -76,6 +77,22 @@ class BufferPool:
 
     def _refs(self, slot: int) -> int:
         return sys.getrefcount(self._buffers[slot])
+
+
+def address(arr: np.ndarray) -> int:
+    """The address of the first byte of a C-contiguous array, for a native call: through a
+    ctypes view when it is writable (0.4 µs), else through numpy (``.ctypes.data``, 2 µs).
+
+    >>> a = np.zeros(4, np.uint8)
+    >>> address(a[1:]) == a.ctypes.data + 1, address(a[1:].view()) == address(a) + 1
+    (True, True)
+    >>> a.flags.writeable = False; address(a) == a.ctypes.data, address(a[:0]) == a.ctypes.data
+    (True, True)
+    """
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(arr))
+    except (TypeError, ValueError):  # read-only, or empty
+        return arr.ctypes.data
 
 
 def split(buf: np.ndarray, k: int, common: int, sizes: np.ndarray) -> list[np.ndarray]:
