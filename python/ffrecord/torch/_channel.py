@@ -10,21 +10,33 @@ pickles and writes in the calling thread, as ``multiprocessing.SimpleQueue`` doe
 ``get(timeout=...)`` raises ``queue.Empty`` as torch's loop expects, so its checks for dead
 workers and its ``timeout`` work unchanged.
 
-Writing in the caller blocks only when the pipe (64 KiB on Linux) is full: a worker's
-messages are bounded by the tasks the loader gives it (``prefetch_factor``), each a skeleton
-of a batch or an error's traceback, and the main process reads them as it iterates; at
-shutdown torch terminates a worker that does not exit, as it does with its own queues.
+A write must never block the caller: a process blocked on a full pipe whose reader died
+would never notice (and a worker's reader end is held by its siblings too). So a message is
+written in place only when the pipe has room for it (asked of the kernel under the write
+lock, which every writer takes); otherwise, and after it until they are written, messages
+go in order to a thread of the queue's own that may block, as ``multiprocessing.Queue``'s
+feeder does. Skeletons and indices always fit; a large batch torch pickles whole does not.
 """
 
 from __future__ import annotations
 
+import collections
+import fcntl
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.queues
+import multiprocessing.util
 import queue
+import struct
+import termios
+import threading
 import time
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
+
+# Room kept free in the pipe beyond a message: the kernel counts a pipe's capacity in pages,
+# and the unread bytes may straddle one more page than they fill.
+_SLACK = 8 << 10
 
 
 class DirectQueue(multiprocessing.queues.SimpleQueue):
@@ -52,8 +64,53 @@ class DirectQueue(multiprocessing.queues.SimpleQueue):
             self._rlock.release()
         return ForkingPickler.loads(message)
 
+    def __init__(self, *, ctx: Any) -> None:
+        super().__init__(ctx=ctx)
+        self._start_backlog()
+        multiprocessing.util.register_after_fork(self, DirectQueue._start_backlog)
+
+    def __setstate__(self, state: tuple) -> None:
+        super().__setstate__(state)
+        self._start_backlog()
+        multiprocessing.util.register_after_fork(self, DirectQueue._start_backlog)
+
+    def _start_backlog(self) -> None:
+        """This process's messages waiting for room in the pipe, and the thread writing them."""
+        self._order = threading.Condition(threading.Lock())
+        self._backlog: collections.deque[bytes] = collections.deque()
+        self._writing: threading.Thread | None = None
+
     def put(self, obj: Any, block: bool = True, timeout: float | None = None) -> None:
-        super().put(obj)
+        message = ForkingPickler.dumps(obj)
+        with self._order:
+            if not self._backlog:
+                with self._wlock:
+                    if self._room() >= len(message) + _SLACK:
+                        self._writer.send_bytes(message)  # cannot block: the pipe has room
+                        return
+            self._backlog.append(message)
+            if self._writing is None:
+                self._writing = threading.Thread(target=self._write_backlog, name="DirectQueue backlog",
+                                                 daemon=True)
+                self._writing.start()
+            self._order.notify()
+
+    def _room(self) -> int:
+        """Bytes the pipe takes before a write blocks (call with the write lock held)."""
+        fd = self._writer.fileno()
+        unread = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        return fcntl.fcntl(fd, _F_GETPIPE_SZ) - unread
+
+    def _write_backlog(self) -> None:
+        while True:
+            with self._order:
+                while not self._backlog:
+                    self._order.wait()
+                message = self._backlog[0]
+            with self._wlock:
+                self._writer.send_bytes(message)
+            with self._order:
+                self._backlog.popleft()  # only now may a later message go in place
 
     def cancel_join_thread(self) -> None:
         """Nothing to do: there is no feeder thread to wait for."""
@@ -63,6 +120,9 @@ class DirectQueue(multiprocessing.queues.SimpleQueue):
 
     def __repr__(self) -> str:
         return "<DirectQueue>"
+
+
+_F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)  # Python < 3.10 lacks the name (Linux's value)
 
 
 class _DirectQueues:

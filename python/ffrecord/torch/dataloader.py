@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 import torch.utils.data
 
-from . import _channel, _transport
+from . import _transport
 from .collate import default_collate
 from .dataset import Dataset
 from ffrecord.order import FullShuffle, Order, RankShare
@@ -197,7 +197,9 @@ class DataLoader(torch.utils.data.DataLoader):
             # read them straight into its slot, column by column.
             worker_init_fn = _transport.WorkerStart(worker_init_fn, columns=collate_fn is default_collate)
             # only skeletons of batches cross the queues: written without a feeder thread
-            multiprocessing_context = _channel.direct_queues(multiprocessing_context)
+            from ._channel import direct_queues  # Linux only, as the transport
+
+            multiprocessing_context = direct_queues(multiprocessing_context)
             collate_fn = _transport.WorkerCollate(collate_fn or torch.utils.data.default_convert,
                                                   exact_types=users_collate)
         super().__init__(
