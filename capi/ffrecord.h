@@ -106,11 +106,6 @@ int32_t ffr_oserror(int32_t *os_errno, char *path, size_t len, size_t *needed);
 /* Number of reader and writer handles currently open (for leak checks). */
 int32_t ffr_open_handles(uint64_t *count);
 
-/* How many threads run the library's Go code at once (Go's GOMAXPROCS; a batch of at least
- * 1 MiB is copied and checked by that many goroutines): threads > 0 sets it, 0 leaves it;
- * *previous receives the value before. A DataLoader worker sets its share of the cores. */
-int32_t ffr_set_threads(int32_t threads, int32_t *previous);
-
 /* CRC-32C (Castagnoli) of size bytes at data, continuing crc (0 to start; the previous
  * result to checksum a stream in pieces), into *out. Not the checksum of FFRecord files
  * (CRC-32/IEEE): the one of formats converted from, e.g. TFRecord framing. Uses the CPU's

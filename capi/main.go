@@ -49,11 +49,6 @@ func ffr_open_handles(count *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.OpenHandles(unsafe.Pointer(count)))
 }
 
-//export ffr_set_threads
-func ffr_set_threads(threads C.int32_t, previous *C.int32_t) C.int32_t {
-	return C.int32_t(abi.SetThreads(int32(threads), unsafe.Pointer(previous)))
-}
-
 //export ffr_crc32c
 func ffr_crc32c(crc C.uint32_t, data *C.ffr_cvoid, size C.uint64_t, out *C.uint32_t) C.int32_t {
 	return C.int32_t(abi.CRC32C(uint32(crc), unsafe.Pointer(data), uint64(size), unsafe.Pointer(out)))

@@ -16,7 +16,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ffrecord import _lib  # noqa: E402
 from ffrecord.torch import DataLoader, _transport  # noqa: E402
 from torch_scripts.common import TESTS_DIR, child_env  # noqa: E402
 from torch_scripts.transport import Pair, ValueDataset, as_list, collate_fixed, value  # noqa: E402
@@ -191,21 +190,3 @@ def test_every_dtype_shape_and_layout_round_trips():
     assert got["big_endian"].dtype == np.dtype(">i4") and np.array_equal(got["big_endian"], batch["big_endian"])
     assert bytes(got["int_view"]) == bytes(batch["int_view"])
     assert got["grad"] is batch["grad"]
-
-
-class _LibraryThreads(torch.utils.data.Dataset):
-    def __len__(self) -> int:
-        return 2
-
-    def __getitem__(self, index: int) -> int:
-        return _lib.set_threads(0)  # 0: only asks
-
-
-def test_workers_share_the_cores_for_their_reads():
-    cores, mine = len(os.sched_getaffinity(0)), _lib.set_threads(0)
-    for workers in (1, 2, cores + 1):
-        loader = DataLoader(_LibraryThreads(), batch_size=None, num_workers=workers, timeout=60)
-        assert set(loader) == {max(1, cores // workers)}
-    assert _lib.set_threads(0) == mine, "the main process keeps its own"
-    with pytest.raises(ValueError, match="threads"):
-        _lib.set_threads(-1)

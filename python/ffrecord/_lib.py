@@ -79,7 +79,6 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_errmsg": [c_char_p, c_size_t, _sizep],
     "ffr_oserror": [POINTER(c_int32), c_char_p, c_size_t, _sizep],
     "ffr_open_handles": [_u64p],
-    "ffr_set_threads": [c_int32, POINTER(c_int32)],
     "ffr_crc32c": [c_uint32, c_void_p, c_uint64, POINTER(c_uint32)],
     "ffr_dataset_files": [c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_part_name": [c_uint64, c_uint64, c_char_p, c_size_t, _sizep],
@@ -230,14 +229,6 @@ def open_handles() -> int:
     count = c_uint64()
     check(current().dll.ffr_open_handles(ctypes.byref(count)))
     return count.value
-
-
-def set_threads(threads: int) -> int:
-    """Sets how many threads this process's copy of the library runs Go code on (0: leaves
-    it); returns the value before."""
-    previous = c_int32()
-    check(current().dll.ffr_set_threads(threads, ctypes.byref(previous)))
-    return previous.value
 
 
 def crc32c(data: Any, crc: int = 0) -> int:

@@ -9,7 +9,6 @@ package abi
 
 import (
 	"fmt"
-	"runtime"
 	"runtime/debug"
 	"unsafe"
 
@@ -50,20 +49,6 @@ func LibraryVersion(buf unsafe.Pointer, size uintptr, abiVersion unsafe.Pointer)
 	}
 	var needed uintptr
 	return copyOutText(fn, Version, buf, size, unsafe.Pointer(&needed))
-}
-
-// SetThreads implements ffr_set_threads: the Go runtime's GOMAXPROCS, which also bounds the
-// goroutines a large batch is split across.
-func SetThreads(threads int32, previous unsafe.Pointer) (status int32) {
-	defer recoverPanic(&status)
-	if err := outPointer("ffr_set_threads", "previous", previous); err != nil {
-		return fail(err)
-	}
-	if threads < 0 {
-		return fail(fmt.Errorf("%w: ffr_set_threads: threads must be >= 0, got %d", core.ErrInvalid, threads))
-	}
-	*(*int32)(previous) = int32(runtime.GOMAXPROCS(int(threads)))
-	return StatusOK
 }
 
 // OpenHandles implements ffr_open_handles.

@@ -37,8 +37,6 @@ import torch
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils.pin_memory import pin_memory as _torch_pin_memory
 
-from ffrecord import _lib
-
 __all__ = ["BytesColumn", "Packed", "Receiving", "WorkerCollate", "WorkerStart", "columns_welcome",
            "forget_exited_workers", "receive", "scratch", "slot_bytes"]
 
@@ -404,10 +402,7 @@ class WorkerCollate:
 
 class WorkerStart:
     """The loader's ``worker_init_fn``, after telling the worker, before its first batch,
-    whether its collate takes ``Collated`` batches (``columns``: see ``columns_welcome``),
-    and giving the library its share of the cores: the workers read batches side by side,
-    so a batch split across more threads than that only adds hand-overs (torch's workers
-    likewise run its operators on one thread)."""
+    whether its collate takes ``Collated`` batches (``columns``: see ``columns_welcome``)."""
 
     def __init__(self, worker_init_fn: Callable[[int], Any] | None, columns: bool) -> None:
         self.worker_init_fn = worker_init_fn
@@ -416,19 +411,11 @@ class WorkerStart:
     def __call__(self, worker_id: int) -> None:
         global _COLUMNS
         _COLUMNS = self.columns
-        info = get_worker_info()
-        if info is not None:
-            _lib.set_threads(max(1, _cores() // info.num_workers))
         if self.worker_init_fn is not None:
             self.worker_init_fn(worker_id)
 
     def __repr__(self) -> str:
         return f"WorkerStart({self.worker_init_fn!r}, columns={self.columns})"
-
-
-def _cores() -> int:
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
 # -- main-process side -------------------------------------------------------------------
