@@ -45,24 +45,12 @@ class DirectQueue(multiprocessing.queues.SimpleQueue):
     >>> q = DirectQueue(ctx=multiprocessing.get_context())
     >>> q.put((1, "a")); q.get(timeout=1)
     (1, 'a')
-    >>> q.get(timeout=0.01)
-    Traceback (most recent call last):
-    queue.Empty
+    >>> try:
+    ...     q.get(timeout=0.01)
+    ... except queue.Empty:
+    ...     print("nothing came")
+    nothing came
     """
-
-    def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        if block and timeout is None:
-            return super().get()
-        deadline = time.monotonic() + (timeout or 0.0)
-        if not self._rlock.acquire(block, timeout):
-            raise queue.Empty
-        try:
-            if not self._reader.poll(max(0.0, deadline - time.monotonic()) if block else 0.0):
-                raise queue.Empty
-            message = self._reader.recv_bytes()
-        finally:
-            self._rlock.release()
-        return ForkingPickler.loads(message)
 
     def __init__(self, *, ctx: Any) -> None:
         super().__init__(ctx=ctx)
@@ -79,6 +67,21 @@ class DirectQueue(multiprocessing.queues.SimpleQueue):
         self._order = threading.Condition(threading.Lock())
         self._backlog: collections.deque[bytes] = collections.deque()
         self._writing: threading.Thread | None = None
+        self._capacity = 0  # the pipe's, asked at the first put (a closed queue has none)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        if block and timeout is None:
+            return super().get()
+        deadline = time.monotonic() + (timeout or 0.0)
+        if not self._rlock.acquire(block, timeout):
+            raise queue.Empty
+        try:
+            if not self._reader.poll(max(0.0, deadline - time.monotonic()) if block else 0.0):
+                raise queue.Empty
+            message = self._reader.recv_bytes()
+        finally:
+            self._rlock.release()
+        return ForkingPickler.loads(message)
 
     def put(self, obj: Any, block: bool = True, timeout: float | None = None) -> None:
         message = ForkingPickler.dumps(obj)
@@ -98,8 +101,10 @@ class DirectQueue(multiprocessing.queues.SimpleQueue):
     def _room(self) -> int:
         """Bytes the pipe takes before a write blocks (call with the write lock held)."""
         fd = self._writer.fileno()
+        if not self._capacity:
+            self._capacity = fcntl.fcntl(fd, _F_GETPIPE_SZ)
         unread = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
-        return fcntl.fcntl(fd, _F_GETPIPE_SZ) - unread
+        return self._capacity - unread
 
     def _write_backlog(self) -> None:
         while True:
@@ -113,10 +118,8 @@ class DirectQueue(multiprocessing.queues.SimpleQueue):
                 self._backlog.popleft()  # only now may a later message go in place
 
     def cancel_join_thread(self) -> None:
-        """Nothing to do: there is no feeder thread to wait for."""
-
-    def join_thread(self) -> None:
-        """Nothing to do: there is no feeder thread to wait for."""
+        """Nothing to do: the backlog thread is a daemon, never waited for at exit (torch
+        asks this of every worker queue: a process exits without flushing them)."""
 
     def __repr__(self) -> str:
         return "<DirectQueue>"
