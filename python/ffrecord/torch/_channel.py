@@ -12,10 +12,11 @@ workers and its ``timeout`` work unchanged.
 
 A write must never block the caller: a process blocked on a full pipe whose reader died
 would never notice (and a worker's reader end is held by its siblings too). So a message is
-written in place only when the pipe has room for it (asked of the kernel under the write
-lock, which every writer takes); otherwise, and after it until they are written, messages
-go in order to a thread of the queue's own that may block, as ``multiprocessing.Queue``'s
-feeder does. Skeletons and indices always fit; a large batch torch pickles whole does not.
+written in place only when the write lock, which every writer takes, is free and the pipe
+has room for it (asked of the kernel under that lock); otherwise, and after it until they
+are written, messages go in order to a thread of the queue's own that may block, as
+``multiprocessing.Queue``'s feeder does. Skeletons and indices always fit; a large batch
+torch pickles whole may not.
 """
 
 from __future__ import annotations
@@ -86,11 +87,15 @@ class DirectQueue(multiprocessing.queues.SimpleQueue):
     def put(self, obj: Any, block: bool = True, timeout: float | None = None) -> None:
         message = ForkingPickler.dumps(obj)
         with self._order:
-            if not self._backlog:
-                with self._wlock:
+            # The write lock only if free: a sibling's backlog thread may hold it, blocked on
+            # a full pipe whose reader is gone.
+            if not self._backlog and self._wlock.acquire(False):
+                try:
                     if self._room() >= len(message) + _SLACK:
                         self._writer.send_bytes(message)  # cannot block: the pipe has room
                         return
+                finally:
+                    self._wlock.release()
             self._backlog.append(message)
             if self._writing is None:
                 self._writing = threading.Thread(target=self._write_backlog, name="DirectQueue backlog",
