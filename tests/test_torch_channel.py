@@ -29,6 +29,9 @@ def test_puts_never_block_and_keep_their_order_when_nobody_reads():
         q.get(timeout=0.01)
     q.put("in place again")
     assert q.get(timeout=30) == "in place again"
+    with q._wlock:  # held by another writer (say, a sibling's backlog thread stuck on a full pipe)
+        q.put("while the lock is held")  # returns: the backlog thread writes it later
+    assert q.get(timeout=30) == "while the lock is held"
 
 
 def _send_from_child(q: DirectQueue) -> None:
