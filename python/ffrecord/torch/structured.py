@@ -33,6 +33,7 @@ import numpy as np
 import torch.utils.data
 
 import ffrecord.order
+from ffrecord.dataset import codecs
 from ffrecord.dataset.reader import DatasetReader, parse_mask
 from ffrecord.order import datapoint_seeds
 
@@ -157,15 +158,17 @@ def _column_plan(source: Any, mask: Any) -> tuple[list[str], set[str], dict[str,
         return None
     names = list(parse_mask(mask, source.fields))
     raw = {name for name in names if source.fields[name].spec == "bytes"}
-    numbers = {name: np.dtype(_NUMBERS[spec]) for name in names
-               if (spec := source.fields[name].spec) in _NUMBERS and not (source.decoders and spec in source.decoders)}
-    if not np.dtype("<i8").isnative:
-        numbers = {}
+    numbers = {name: dtype for name in names if (dtype := _fixed_width(source, source.fields[name])) is not None}
     return (names, raw, numbers, [name for name in names if name not in raw and name not in numbers]) if raw else None
 
 
-# The built-in codecs whose values are 8 little-endian bytes, as default_collate's dtypes take them
-_NUMBERS = {"int": "<i8", "float": "<f8"}
+def _fixed_width(source: DatasetReader, field: Any) -> np.dtype | None:
+    """The dtype of a field's values when the built-in codec decodes them as one fixed-width
+    number (``int``, ``float``: what default_collate makes int64 and float64 tensors of)."""
+    if field.spec not in codecs.BUILTIN or (source.decoders and field.spec in source.decoders):
+        return None
+    width = codecs.FIXED_WIDTH.get(codecs.BUILTIN[field.spec].decode)
+    return None if width is None or not np.dtype(width).isnative else np.dtype(width)
 
 
 def _takes_seed(transform: Callable[..., Any] | None) -> bool:
