@@ -96,3 +96,42 @@ def test_worker_batches_are_columns_equal_to_in_process_ones(dataset_dir: str):
                         num_workers=2, timeout=60, collate_fn=lambda points: [p["image"] for p in points])
     got = [v for batch in loader for v in batch]  # a user's collate_fn gets what it always got
     assert got == [image(k) for k in range(N)] and {type(v) for v in got} == {bytes}
+
+
+def test_int_and_float_fields_cross_as_tensors_read_into_the_slot(tmp_path, monkeypatch):
+    """int and float values are read by one call per field, 8 bytes each, into the slot;
+    the batch equals the in-process one (int64 and float64 tensors). A file whose values
+    are not 8 bytes fails as the reader fails."""
+    path = str(tmp_path / "ds")
+    with DatasetWriter(path, {"image": "bytes", "n": "int", "x": "float"}) as writer:
+        for k in range(20):
+            writer.append({"image": image(k), "n": k - 2**40, "x": k / 3})
+    reads = []
+    monkeypatch.setattr(StructuredDataset, "_number_column", lambda self, *a, _f=StructuredDataset._number_column:
+                        reads.append(a[0]) or _f(self, *a))
+    with monkeypatch.context() as worker:  # as a loader worker reads (outside a slot)
+        worker.setattr(_transport, "columns_welcome", lambda dataset: True)
+        got = StructuredDataset(DatasetReader(path))[list(range(0, 20, 3))]
+    assert sorted(set(reads)) == ["n", "x"]
+    assert got["n"].dtype == torch.int64 and got["n"].tolist() == [k - 2**40 for k in range(0, 20, 3)]
+    assert got["x"].dtype == torch.float64 and got["x"].tolist() == [k / 3 for k in range(0, 20, 3)]
+
+    def batches(workers: int) -> list:
+        loader = DataLoader(StructuredDataset(DatasetReader(path)), batch_size=6, shuffle=True, seed=2,
+                            num_workers=workers, timeout=60 if workers else 0)
+        return list(loader)
+
+    for g, w in zip(batches(2), batches(0), strict=True):
+        assert torch.equal(g["n"], w["n"]) and torch.equal(g["x"], w["x"]) and g["x"].dtype == torch.float64
+    from ffrecord import FileWriter
+
+    with FileWriter(str(tmp_path / "ds" / "n.ffr"), 20) as bad:  # 4-byte values
+        for k in range(20):
+            bad.write_one(k.to_bytes(4, "little"))
+    with monkeypatch.context() as worker, pytest.raises(Exception) as in_worker:
+        worker.setattr(_transport, "columns_welcome", lambda dataset: True)
+        StructuredDataset(DatasetReader(path))[[0, 1]]
+    with pytest.raises(Exception) as in_process:
+        StructuredDataset(DatasetReader(path))[[0, 1]]
+    assert type(in_worker.value) is type(in_process.value) and str(in_worker.value) == str(in_process.value)
+

@@ -196,6 +196,10 @@ class DataLoader(torch.utils.data.DataLoader):
             # A worker whose batches the default collate takes lets a structured dataset
             # read them straight into its slot, column by column.
             worker_init_fn = _transport.WorkerStart(worker_init_fn, columns=collate_fn is default_collate)
+            # only skeletons of batches cross the queues: written without a feeder thread
+            from ._channel import direct_queues  # Linux only, as the transport
+
+            multiprocessing_context = direct_queues(multiprocessing_context)
             collate_fn = _transport.WorkerCollate(collate_fn or torch.utils.data.default_convert,
                                                   exact_types=users_collate)
         super().__init__(

@@ -33,6 +33,7 @@ import numpy as np
 import torch.utils.data
 
 import ffrecord.order
+from ffrecord.dataset import codecs
 from ffrecord.dataset.reader import DatasetReader, parse_mask
 from ffrecord.order import datapoint_seeds
 
@@ -101,7 +102,7 @@ class StructuredDataset(torch.utils.data.Dataset):
         """The batch collated field by field, in a loader worker: each ``bytes`` field read
         by one call into the slot the batch travels in, handed on as a ``BytesColumn`` (no
         per-datapoint object, no copy); the other fields read and collated as usual."""
-        names, raw, rest = self._columns
+        names, raw, numbers, rest = self._columns
         if len(idx) and not 0 <= idx.min() <= idx.max() < len(self.source):
             self.source.read(idx, rest)  # raises the reader's IndexError
         others = self.source.read(idx, rest) if rest else []
@@ -111,9 +112,20 @@ class StructuredDataset(torch.utils.data.Dataset):
                 buffer, offsets = self.source.field_reader(name).read_batch(idx.view(np.uint64),
                                                                             out=_transport.slot_bytes)
                 batch[name] = _transport.BytesColumn(buffer, offsets)
+            elif name in numbers:
+                batch[name] = self._number_column(name, numbers[name], idx)
             else:
                 batch[name] = default_collate([d[name] for d in others])
         return batch
+
+    def _number_column(self, name: str, dtype: np.dtype, idx: np.ndarray) -> torch.Tensor:
+        """The tensor ``default_collate`` makes of an ``int`` or ``float`` field's values
+        (int64 or float64), read by one call into the slot as the values' 8 bytes each and
+        used as they lie; a value of another size goes the reader's way (its decode error)."""
+        buffer, offsets = self.source.field_reader(name).read_batch(idx.view(np.uint64), out=_transport.slot_bytes)
+        if len(idx) and buffer.nbytes == 8 * len(idx) and (np.diff(offsets) == 8).all():
+            return torch.from_numpy(buffer.view(dtype))
+        return default_collate([d[name] for d in self.source.read(idx, [name])])
 
     def ffrecord_files(self) -> list[str]:
         """The FFRecord files behind the dataset (for the loader's state fingerprint)."""
@@ -135,17 +147,28 @@ def batch_seeds(indices: Any) -> list[int]:
     return seeds if seeds is not None else datapoint_seeds(0, 0, np.asarray(indices, np.int64)).tolist()
 
 
-def _column_plan(source: Any, mask: Any) -> tuple[list[str], set[str], list[str]] | None:
-    """``(fields in batch order, bytes fields read as columns, the others)`` when a loader
-    worker may read batches of ``source`` column by column (a ``DatasetReader`` whose mask
-    takes whole fields, some of them plain ``bytes`` decoded by the built-in codec); else None."""
+def _column_plan(source: Any, mask: Any) -> tuple[list[str], set[str], dict[str, np.dtype], list[str]] | None:
+    """``(fields in batch order, bytes fields read as columns, int and float fields read as
+    columns (with their values' dtype), the others)`` when a loader worker may read batches
+    of ``source`` column by column (a ``DatasetReader`` whose mask takes whole fields, some
+    of them plain ``bytes`` decoded by the built-in codec); else None."""
     if type(source) is not DatasetReader or (mask is not None and not isinstance(mask, (list, tuple, str))):
         return None
     if source.decoders and "bytes" in source.decoders:
         return None
     names = list(parse_mask(mask, source.fields))
     raw = {name for name in names if source.fields[name].spec == "bytes"}
-    return (names, raw, [name for name in names if name not in raw]) if raw else None
+    numbers = {name: dtype for name in names if (dtype := _fixed_width(source, source.fields[name])) is not None}
+    return (names, raw, numbers, [name for name in names if name not in raw and name not in numbers]) if raw else None
+
+
+def _fixed_width(source: DatasetReader, field: Any) -> np.dtype | None:
+    """The dtype of a field's values when the built-in codec decodes them as one fixed-width
+    number (``int``, ``float``: what default_collate makes int64 and float64 tensors of)."""
+    if field.spec not in codecs.BUILTIN or (source.decoders and field.spec in source.decoders):
+        return None
+    width = codecs.FIXED_WIDTH.get(codecs.BUILTIN[field.spec].decode)
+    return None if width is None or not np.dtype(width).isnative else np.dtype(width)
 
 
 def _takes_seed(transform: Callable[..., Any] | None) -> bool:
