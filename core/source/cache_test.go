@@ -349,3 +349,28 @@ func TestPrefetchWhileAnotherRunsStillReportsMissingChunks(t *testing.T) {
 		t.Fatal("a busy prefetch started downloads")
 	}
 }
+
+// Chunks lying wholly in a seeded prefix are cached from it and read without a request;
+// a chunk cut by the prefix's end is downloaded when read, whole.
+func TestSeedCachesTheChunksWhollyInThePrefix(t *testing.T) {
+	obj := newObject(10_100, "v1")
+	c, stats := cachedOver(t, obj, t.TempDir(), 0, 1000) // chunks [100, 1100), [1100, 2100), ...
+	c.Seed(obj.data[:2600])                                // chunks 0 and 1 whole, 2 cut
+	if obj.requests.Load() != 0 || stats.Misses.Load() != 2 {
+		t.Fatalf("seeding made %d requests and %d misses, want 0 and 2", obj.requests.Load(), stats.Misses.Load())
+	}
+	got := make([]byte, 2500)
+	if err := c.ReadRanges([]Span{{Off: 100, Buf: got[:2000]}}); err != nil || obj.requests.Load() != 0 {
+		t.Fatalf("reading the seeded chunks: %v, %d requests", err, obj.requests.Load())
+	}
+	if err := c.ReadRanges([]Span{{Off: 100, Buf: got}}); err != nil || obj.requests.Load() != 1 {
+		t.Fatalf("reading into chunk 2: %v, %d requests, want 1", err, obj.requests.Load())
+	}
+	if !bytes.Equal(got, obj.data[100:2600]) {
+		t.Fatal("seeded chunks serve other bytes than the object's")
+	}
+	c.Seed(obj.data[:2600]) // cached already: left as they are
+	if stats.Misses.Load() != 3 {
+		t.Fatalf("%d misses after seeding cached chunks again, want 3", stats.Misses.Load())
+	}
+}

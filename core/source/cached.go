@@ -162,6 +162,23 @@ func (c *Cached) chunk(k int) (*chunk, error) {
 	return ch, err
 }
 
+// Seed caches the chunks lying wholly in bytes [0, len(prefix)) of the object, which the
+// caller has downloaded already (the request that read a file's header), so that they cost
+// no GET of their own; a chunk cached already is left as it is. Seeding is best effort: a
+// chunk that cannot be stored is downloaded when it is read.
+func (c *Cached) Seed(prefix []byte) {
+	for k := 0; k < len(c.bounds)-1 && c.bounds[k+1] <= int64(len(prefix)); k++ {
+		off, end := c.bounds[k], c.bounds[k+1]
+		ch, err := c.store.get(c.chunkName(k), end-off, false, func(buf []byte) error {
+			copy(buf, prefix[off:end])
+			return nil
+		}, c.stats)
+		if err == nil {
+			ch.release()
+		}
+	}
+}
+
 // Invalidate deletes the cached chunks overlapping bytes [off, end), found damaged.
 func (c *Cached) Invalidate(off, end int64) {
 	for k := c.chunkOf(off); k >= 0 && k < len(c.bounds)-1 && c.bounds[k] < end; k++ {
