@@ -355,7 +355,7 @@ func TestPrefetchWhileAnotherRunsStillReportsMissingChunks(t *testing.T) {
 func TestSeedCachesTheChunksWhollyInThePrefix(t *testing.T) {
 	obj := newObject(10_100, "v1")
 	c, stats := cachedOver(t, obj, t.TempDir(), 0, 1000) // chunks [100, 1100), [1100, 2100), ...
-	c.Seed(obj.data[:2600])                                // chunks 0 and 1 whole, 2 cut
+	c.Seed(obj.data[:2600])                              // chunks 0 and 1 whole, 2 cut
 	if obj.requests.Load() != 0 || stats.Misses.Load() != 2 {
 		t.Fatalf("seeding made %d requests and %d misses, want 0 and 2", obj.requests.Load(), stats.Misses.Load())
 	}
