@@ -374,3 +374,47 @@ func TestSeedCachesTheChunksWhollyInThePrefix(t *testing.T) {
 		t.Fatalf("%d misses after seeding cached chunks again, want 3", stats.Misses.Load())
 	}
 }
+
+// A reader holds the chunks it read last (mapped, under their shared lock: not evictable)
+// until it closes; a chunk invalidated is dropped at once and downloaded again.
+func TestHeldChunksAreReleasedOnCloseAndInvalidate(t *testing.T) {
+	dir := t.TempDir()
+	obj := newObject(3_100, "v1")
+	c, _ := cachedOver(t, obj, dir, 0, 1000) // 3 chunks
+	for range 2 {                            // downloaded, served from memory; then read from the cache, and held
+		if got := readAll(t, c); !bytes.Equal(got, obj.data) {
+			t.Fatal("bytes read through the cache differ")
+		}
+	}
+	evictable := func() int {
+		n := 0
+		for _, name := range chunkFiles(t, dir) {
+			f, err := os.Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tryLock(f) {
+				n++
+			}
+			_ = f.Close()
+		}
+		return n
+	}
+	if n := evictable(); n != 0 {
+		t.Fatalf("%d chunks evictable while their reader holds them", n)
+	}
+	obj.requests.Store(0)
+	c.Invalidate(1100, 1101) // chunk 1
+	if n := evictable(); n != 0 || len(chunkFiles(t, dir)) != 2 {
+		t.Fatalf("after invalidating chunk 1: %d evictable, %d files", n, len(chunkFiles(t, dir)))
+	}
+	if got := readAll(t, c); !bytes.Equal(got, obj.data) || obj.requests.Load() != 1+1 {
+		t.Fatalf("read again: %d requests, want chunk 1 and the header bytes", obj.requests.Load())
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := evictable(); n != 3 {
+		t.Fatalf("%d of 3 chunks evictable after Close", n)
+	}
+}
