@@ -135,7 +135,7 @@ func invalidOptions(err error) error {
 // object. It returns how many bytes from the start of the object the image now holds.
 func (f *dataFile) fetchHeader(firstBytes uint64) (uint64, error) {
 	first := min(f.size, firstBytes)
-	if err := f.fetch(0, first); err != nil {
+	if err := f.fetchFirst(first); err != nil {
 		return 0, err
 	}
 	header, ok := headerSize(le.Uint64(f.data[metaChecksumSize:]))
@@ -179,6 +179,16 @@ func (f *dataFile) tailSpan(header uint64) (off, end uint64, ok bool) {
 		return 0, 0, false
 	}
 	return off, end, true
+}
+
+// fetchFirst reads bytes [0, end) of the object into the image with one request, when
+// the source can (ReadRanges would split a large span over several).
+func (f *dataFile) fetchFirst(end uint64) error {
+	one, ok := f.remote.src.(source.SpanReader)
+	if !ok {
+		return f.fetch(0, end)
+	}
+	return remoteError(f.path, -1, one.ReadSpan(source.Span{Off: 0, Buf: f.data[:end]}))
 }
 
 // fetch reads bytes [off, end) of the object into the image.
