@@ -417,4 +417,13 @@ func TestHeldChunksAreReleasedOnCloseAndInvalidate(t *testing.T) {
 	if n := evictable(); n != 3 {
 		t.Fatalf("%d of 3 chunks evictable after Close", n)
 	}
+	// Under a cache limit a reader holds only the chunk it read last.
+	limited, _ := cachedOver(t, obj, dir, 10*(1000+trailerSize), 1000)
+	defer limited.Close()
+	if got := readAll(t, limited); !bytes.Equal(got, obj.data) {
+		t.Fatal("bytes read through a limited cache differ")
+	}
+	if n := evictable(); n != 2 {
+		t.Fatalf("%d of 3 chunks evictable under a limit, want 2", n)
+	}
 }

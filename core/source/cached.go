@@ -47,7 +47,8 @@ type Cached struct {
 // heldChunks bounds the cached chunks a reader keeps open and mapped between reads: a
 // chunk-aware order's window (and the next) is read from memory, with no system call per
 // sample or per batch, as a local file's mapping is. Each is under its shared lock, so it
-// cannot be evicted while held; a cache limit lowers the bound (heldLimit).
+// cannot be evicted while held: under a cache limit a reader holds one (heldLimit), so
+// that the node's processes never pin what the limit needs for the chunks to come.
 const heldChunks = 8
 
 // heldChunk is a chunk kept leased (a mapped chunk file) between reads; users count the
@@ -230,10 +231,13 @@ func (c *Cached) drop(i int) {
 	}
 }
 
-// heldLimit is how many chunks the reader holds: heldChunks, and with a cache limit no
-// more than the limit has room for beside the MinChunks any reader needs (at least one).
+// heldLimit is how many chunks the reader holds: heldChunks without a cache limit, else
+// the one being read (MinChunks counts it).
 func (c *Cached) heldLimit() int {
-	return max(1, min(heldChunks, c.room()))
+	if c.store.limit > 0 {
+		return 1
+	}
+	return heldChunks
 }
 
 // chunk leases chunk k, downloading it with one request when it is not cached. A cached

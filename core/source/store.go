@@ -29,8 +29,9 @@ import (
 //     process has just opened would let two processes download the same chunk.
 //   - The download is written to chunks/.tmp-LEN-*, itself held under an exclusive flock:
 //     one found unlocked was left by a dead process, and is deleted.
-//   - Reading a chunk holds a shared flock on it; eviction takes the exclusive lock without
-//     waiting, so a chunk in use is never evicted.
+//   - Reading a chunk holds a shared flock on it (as long as a reader keeps it mapped:
+//     Cached's held chunks); eviction takes the exclusive lock without waiting, so a chunk
+//     in use is never evicted.
 //   - Space is reserved, and downloads renamed into place, under an exclusive flock on
 //     chunks/.evict.lock: the chunks and the
 //     downloads under way are counted, and the least recently used chunks not in use are
