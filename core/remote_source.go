@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -271,11 +272,31 @@ func (r *Reader) fetchChecked(f *dataFile, all []batchItem, items []int) error {
 	if err := r.fetchItems(f, all, items); err != nil || !r.opts.CheckData {
 		return err
 	}
+	// Checked on every core at once when the batch is large, as deliver checks a local
+	// file's samples; deliver then need not check them again.
+	var bytes uint64
+	for _, k := range items {
+		bytes += uint64(len(all[k].src))
+	}
+	parts := 1
+	if bytes >= parallelBytes {
+		parts = min(runtime.GOMAXPROCS(0), len(items))
+	}
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			for _, k := range items[p*len(items)/parts : (p+1)*len(items)/parts] {
+				it := &all[k]
+				it.checked = it.file.checksum(it.local) == crc32.ChecksumIEEE(it.src)
+			}
+		})
+	}
+	wg.Wait()
 	var damaged []int
 	cache, cached := f.remote.src.(source.Invalidator)
 	for _, k := range items {
 		it := &all[k]
-		if it.file.checksum(it.local) != crc32.ChecksumIEEE(it.src) {
+		if !it.checked {
 			damaged = append(damaged, k)
 			if cached { // a chunk damaged on the cache's disk is downloaded again
 				cache.Invalidate(int64(it.off), int64(it.end))
