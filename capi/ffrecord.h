@@ -240,6 +240,12 @@ int32_t ffr_reader_file_counts(int64_t handle, uint64_t *counts, uint64_t nfiles
 int32_t ffr_reader_chunk_bounds(int64_t handle, uint64_t chunk_size, uint64_t *bounds,
                                 uint64_t capacity, uint64_t *needed);
 
+/* Into *bytes: how many bytes from the start of a remote file the request that reads its
+ * header asks for, with a chunk cache of chunk_size (0: none); read_ahead non-zero for a
+ * reader's first file, which reads its first chunk with its header. The chunks lying
+ * wholly in those bytes are cached from them, with no GET of their own. */
+int32_t ffr_first_request_bytes(uint64_t chunk_size, int32_t read_ahead, uint64_t *bytes);
+
 /* Counters of the reader since it was opened, into stats[0 .. min(n, FFR_STAT_FIELDS)),
  * indexed by FFR_STAT_*: requests sent to object storage (retries included), body bytes
  * received, retries, chunk-cache hits, misses, evictions made, chunks read uncached for

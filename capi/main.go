@@ -194,6 +194,11 @@ func ffr_reader_chunk_bounds(handle C.int64_t, chunkSize C.uint64_t, bounds *C.u
 	return C.int32_t(abi.ReaderChunkBounds(int64(handle), uint64(chunkSize), unsafe.Pointer(bounds), uint64(capacity), unsafe.Pointer(needed)))
 }
 
+//export ffr_first_request_bytes
+func ffr_first_request_bytes(chunkSize C.uint64_t, readAhead C.int32_t, bytes *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.FirstRequestBytes(uint64(chunkSize), readAhead != 0, unsafe.Pointer(bytes)))
+}
+
 //export ffr_reader_stats
 func ffr_reader_stats(handle C.int64_t, stats *C.int64_t, n C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderStats(int64(handle), unsafe.Pointer(stats), uint64(n)))

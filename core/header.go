@@ -223,6 +223,9 @@ func (f *dataFile) checksum(i uint64) uint32 {
 }
 
 func (f *dataFile) close() {
+	if f.remote != nil {
+		_ = f.remote.src.Close() // a chunk cache's held chunks
+	}
 	if f.data != nil {
 		_ = unix.Munmap(f.data)
 		f.data = nil

@@ -58,8 +58,8 @@ func Open(paths []string, opts ReaderOptions) (*Reader, error) {
 		return nil, err
 	}
 	r := &Reader{opts: opts, starts: make([]uint64, 1, len(names)+1)}
-	for _, name := range names {
-		f, warnings, err := openFile(name, opts, &r.stats)
+	for k, name := range names {
+		f, warnings, err := openFile(name, opts, &r.stats, k == 0)
 		if err != nil {
 			r.closeFiles()
 			return nil, err

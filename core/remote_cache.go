@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // headerCache keeps the header of remote files on local disk, so that the processes of a
@@ -24,6 +26,28 @@ func (c *headerCache) path() string {
 	}
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", c.url, c.etag, c.size))
 	return filepath.Join(c.dir, hex.EncodeToString(sum[:20])+".ffrh")
+}
+
+// lock holds an exclusive flock on the entry's lock file (created, never deleted) until
+// the returned function is called, so that the processes opening the object at once fetch
+// its header once. Without a cache, or when the lock cannot be taken, nothing is held:
+// the lock saves requests, correctness never depends on it.
+func (c *headerCache) lock() (unlock func()) {
+	p := c.path()
+	if p == "" || os.MkdirAll(c.dir, 0o755) != nil {
+		return func() {}
+	}
+	f, err := os.OpenFile(p+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return func() {}
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	return func() { _ = f.Close() } // closing drops the flock
 }
 
 // load fills image from the cache and reports whether it could. A damaged entry is a

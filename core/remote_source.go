@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -27,10 +28,26 @@ type remoteFile struct {
 // any file of up to ~87k samples, so that opening most files takes one round trip.
 const firstFetch = 1 << 20
 
+// FirstRequestBytes is how many bytes from the start of a remote file the request that
+// reads its header asks for, with a chunk cache of chunkSize (0: none): firstFetch, and
+// for a reader's first file (readAhead) one chunk more, its first chunk whole whenever
+// the header fits in firstFetch. With a cache, the chunks lying wholly in those bytes
+// are cached from them, and cost no GET of their own: a file of up to about a chunk is
+// read whole by one GET, and a large file's first chunk comes with its header. Only the
+// first file reads ahead, so that opening a dataset of many files downloads at most one
+// chunk that this node's share of the order may not need. ffrecord.plan models it.
+func FirstRequestBytes(chunkSize int64, readAhead bool) int64 {
+	if chunkSize > 0 && readAhead {
+		return firstFetch + chunkSize
+	}
+	return firstFetch
+}
+
 // openRemoteFile opens the object at url: its size and ETag, its header (from the cache
 // when there), then the checks openDataFile makes of a local file. With a cache directory,
-// sample data is then read through the chunk cache.
-func openRemoteFile(url string, opts ReaderOptions, stats *source.Stats) (_ *dataFile, warnings []string, err error) {
+// sample data is then read through the chunk cache, which the request that read the
+// header seeds (FirstRequestBytes; readAhead: the reader's first file).
+func openRemoteFile(url string, opts ReaderOptions, stats *source.Stats, readAhead bool) (_ *dataFile, warnings []string, err error) {
 	src, err := source.Open(url, opts.Remote, stats)
 	if err != nil {
 		return nil, nil, invalidOptions(err)
@@ -50,8 +67,16 @@ func openRemoteFile(url string, opts ReaderOptions, stats *source.Stats) (_ *dat
 		return nil, nil, fmt.Errorf("%s: mapping an image of %d bytes: %w", url, f.size, err)
 	}
 	cache := headerCache{dir: opts.Remote.CacheDir, url: url, etag: src.Version(), size: f.size}
+	// The node's processes opening the object at once (a job's workers and ranks) wait
+	// for the first to fetch the header and seed the chunk cache, then find both there.
+	defer cache.lock()()
+	var fetched uint64 // bytes [0, fetched) of the object arrived with the header
 	if !cache.load(f.data) {
-		if err := f.fetchHeader(); err != nil {
+		chunkSize := int64(0)
+		if cache.path() != "" {
+			chunkSize = opts.Remote.ChunkSize
+		}
+		if fetched, err = f.fetchHeader(uint64(FirstRequestBytes(chunkSize, readAhead))); err != nil {
 			return nil, nil, err
 		}
 		cache.store(f.data)
@@ -60,15 +85,17 @@ func openRemoteFile(url string, opts ReaderOptions, stats *source.Stats) (_ *dat
 	if err := withFaultGuard(where, func() error { return f.parseHeader(opts.CheckData, &warnings) }); err != nil {
 		return nil, nil, err
 	}
-	if err := withFaultGuard(where, func() error { return f.useChunkCache(opts, stats) }); err != nil {
+	if err := withFaultGuard(where, func() error { return f.useChunkCache(opts, stats, fetched) }); err != nil {
 		return nil, nil, err
 	}
 	return f, warnings, nil
 }
 
 // useChunkCache puts the file's source under the chunk cache of opts.Remote.CacheDir (none:
-// the source stays as it is; an object without an ETag cannot be keyed, and is not cached).
-func (f *dataFile) useChunkCache(ropts ReaderOptions, stats *source.Stats) error {
+// the source stays as it is; an object without an ETag cannot be keyed, and is not cached),
+// and caches the chunks lying wholly in bytes [0, fetched) of the image, downloaded with
+// the header.
+func (f *dataFile) useChunkCache(ropts ReaderOptions, stats *source.Stats, fetched uint64) error {
 	opts := ropts.Remote
 	if opts.CacheDir == "" || f.remote.src.Version() == "" {
 		return nil
@@ -83,6 +110,8 @@ func (f *dataFile) useChunkCache(ropts ReaderOptions, stats *source.Stats) error
 		if cached, err = source.NewCached(f.remote.src, store, bounds, stats); err == nil {
 			cached.SamplesChecked = ropts.CheckData // fetchChecked checks each sample read
 			f.remote.src = cached
+			cached.Seed(f.data[:fetched])
+			f.dropData(fetched)
 		}
 	}
 	if errors.Is(err, source.ErrCacheLimit) {
@@ -103,24 +132,40 @@ func invalidOptions(err error) error {
 }
 
 // fetchHeader brings the header, and the last sample when it is small enough to be an
-// extension record, into the image.
-func (f *dataFile) fetchHeader() error {
-	first := min(f.size, firstFetch)
-	if err := f.fetch(0, first); err != nil {
-		return err
+// extension record, into the image, the first request asking for the first bytes of the
+// object. It returns how many bytes from the start of the object the image now holds.
+func (f *dataFile) fetchHeader(firstBytes uint64) (uint64, error) {
+	first := min(f.size, firstBytes)
+	if err := f.fetchFirst(first); err != nil {
+		return 0, err
 	}
 	header, ok := headerSize(le.Uint64(f.data[metaChecksumSize:]))
 	if !ok || header > f.size {
-		return nil // parseHeader reports it
+		return first, nil // parseHeader reports it
 	}
 	if err := f.fetch(first, max(first, header)); err != nil {
-		return err
+		return 0, err
 	}
 	off, end, ok := f.tailSpan(header)
 	if !ok {
-		return nil
+		return max(first, header), nil
 	}
-	return f.fetch(max(off, first), max(end, first))
+	return max(first, header), f.fetch(max(off, first), max(end, first))
+}
+
+// dropData frees the image's pages of sample data that arrived with the header (now in
+// the chunk cache): samples are read from the source, never from the image, but for an
+// extension record at the end, which stays.
+func (f *dataFile) dropData(fetched uint64) {
+	to := fetched
+	if off, _, ok := f.tailSpan(f.header); ok {
+		to = min(to, off)
+	}
+	from := (f.header + pageSize - 1) &^ (pageSize - 1)
+	to &^= pageSize - 1
+	if from < to {
+		_ = unix.Madvise(f.data[from:to], unix.MADV_DONTNEED)
+	}
 }
 
 // tailSpan is where the last sample is stored, when it could be an extension record.
@@ -135,6 +180,16 @@ func (f *dataFile) tailSpan(header uint64) (off, end uint64, ok bool) {
 		return 0, 0, false
 	}
 	return off, end, true
+}
+
+// fetchFirst reads bytes [0, end) of the object into the image with one request, when
+// the source can (ReadRanges would split a large span over several).
+func (f *dataFile) fetchFirst(end uint64) error {
+	one, ok := f.remote.src.(source.SpanReader)
+	if !ok {
+		return f.fetch(0, end)
+	}
+	return remoteError(f.path, -1, one.ReadSpan(source.Span{Off: 0, Buf: f.data[:end]}))
 }
 
 // fetch reads bytes [off, end) of the object into the image.
@@ -217,11 +272,31 @@ func (r *Reader) fetchChecked(f *dataFile, all []batchItem, items []int) error {
 	if err := r.fetchItems(f, all, items); err != nil || !r.opts.CheckData {
 		return err
 	}
+	// Checked on every core at once when the batch is large, as deliver checks a local
+	// file's samples; deliver then need not check them again.
+	var bytes uint64
+	for _, k := range items {
+		bytes += uint64(len(all[k].src))
+	}
+	parts := 1
+	if bytes >= parallelBytes {
+		parts = min(runtime.GOMAXPROCS(0), len(items))
+	}
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			for _, k := range items[p*len(items)/parts : (p+1)*len(items)/parts] {
+				it := &all[k]
+				it.checked = it.file.checksum(it.local) == crc32.ChecksumIEEE(it.src)
+			}
+		})
+	}
+	wg.Wait()
 	var damaged []int
 	cache, cached := f.remote.src.(source.Invalidator)
 	for _, k := range items {
 		it := &all[k]
-		if it.file.checksum(it.local) != crc32.ChecksumIEEE(it.src) {
+		if !it.checked {
 			damaged = append(damaged, k)
 			if cached { // a chunk damaged on the cache's disk is downloaded again
 				cache.Invalidate(int64(it.off), int64(it.end))
@@ -256,9 +331,10 @@ func (f *dataFile) fetchInto(p []byte, off uint64) error {
 }
 
 // openFile opens a local file or, for a URL, a remote one whose requests stats counts.
-func openFile(name string, opts ReaderOptions, stats *source.Stats) (*dataFile, []string, error) {
+// first: the reader's first file (a remote one reads ahead, FirstRequestBytes).
+func openFile(name string, opts ReaderOptions, stats *source.Stats, first bool) (*dataFile, []string, error) {
 	if remote.IsURL(name) {
-		return openRemoteFile(name, opts, stats)
+		return openRemoteFile(name, opts, stats, first)
 	}
 	return openDataFile(name, opts)
 }

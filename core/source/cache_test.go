@@ -349,3 +349,81 @@ func TestPrefetchWhileAnotherRunsStillReportsMissingChunks(t *testing.T) {
 		t.Fatal("a busy prefetch started downloads")
 	}
 }
+
+// Chunks lying wholly in a seeded prefix are cached from it and read without a request;
+// a chunk cut by the prefix's end is downloaded when read, whole.
+func TestSeedCachesTheChunksWhollyInThePrefix(t *testing.T) {
+	obj := newObject(10_100, "v1")
+	c, stats := cachedOver(t, obj, t.TempDir(), 0, 1000) // chunks [100, 1100), [1100, 2100), ...
+	c.Seed(obj.data[:2600])                              // chunks 0 and 1 whole, 2 cut
+	if obj.requests.Load() != 0 || stats.Misses.Load() != 2 {
+		t.Fatalf("seeding made %d requests and %d misses, want 0 and 2", obj.requests.Load(), stats.Misses.Load())
+	}
+	got := make([]byte, 2500)
+	if err := c.ReadRanges([]Span{{Off: 100, Buf: got[:2000]}}); err != nil || obj.requests.Load() != 0 {
+		t.Fatalf("reading the seeded chunks: %v, %d requests", err, obj.requests.Load())
+	}
+	if err := c.ReadRanges([]Span{{Off: 100, Buf: got}}); err != nil || obj.requests.Load() != 1 {
+		t.Fatalf("reading into chunk 2: %v, %d requests, want 1", err, obj.requests.Load())
+	}
+	if !bytes.Equal(got, obj.data[100:2600]) {
+		t.Fatal("seeded chunks serve other bytes than the object's")
+	}
+	c.Seed(obj.data[:2600]) // cached already: left as they are
+	if stats.Misses.Load() != 3 {
+		t.Fatalf("%d misses after seeding cached chunks again, want 3", stats.Misses.Load())
+	}
+}
+
+// A reader holds the chunks it read last (mapped, under their shared lock: not evictable)
+// until it closes; a chunk invalidated is dropped at once and downloaded again.
+func TestHeldChunksAreReleasedOnCloseAndInvalidate(t *testing.T) {
+	dir := t.TempDir()
+	obj := newObject(3_100, "v1")
+	c, _ := cachedOver(t, obj, dir, 0, 1000) // 3 chunks
+	for range 2 {                            // downloaded, served from memory; then read from the cache, and held
+		if got := readAll(t, c); !bytes.Equal(got, obj.data) {
+			t.Fatal("bytes read through the cache differ")
+		}
+	}
+	evictable := func() int {
+		n := 0
+		for _, name := range chunkFiles(t, dir) {
+			f, err := os.Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tryLock(f) {
+				n++
+			}
+			_ = f.Close()
+		}
+		return n
+	}
+	if n := evictable(); n != 0 {
+		t.Fatalf("%d chunks evictable while their reader holds them", n)
+	}
+	obj.requests.Store(0)
+	c.Invalidate(1100, 1101) // chunk 1
+	if n := evictable(); n != 0 || len(chunkFiles(t, dir)) != 2 {
+		t.Fatalf("after invalidating chunk 1: %d evictable, %d files", n, len(chunkFiles(t, dir)))
+	}
+	if got := readAll(t, c); !bytes.Equal(got, obj.data) || obj.requests.Load() != 1+1 {
+		t.Fatalf("read again: %d requests, want chunk 1 and the header bytes", obj.requests.Load())
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := evictable(); n != 3 {
+		t.Fatalf("%d of 3 chunks evictable after Close", n)
+	}
+	// Under a cache limit a reader holds only the chunk it read last.
+	limited, _ := cachedOver(t, obj, dir, 10*(1000+trailerSize), 1000)
+	defer limited.Close()
+	if got := readAll(t, limited); !bytes.Equal(got, obj.data) {
+		t.Fatal("bytes read through a limited cache differ")
+	}
+	if n := evictable(); n != 2 {
+		t.Fatalf("%d of 3 chunks evictable under a limit, want 2", n)
+	}
+}

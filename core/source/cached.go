@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"github.com/ffrecord/ffrecord/core/internal/parallel"
@@ -38,6 +39,25 @@ type Cached struct {
 
 	prefetching atomic.Int32
 	readAhead   []atomic.Bool // chunk k's cached file was read ahead into the page cache
+
+	heldMu sync.Mutex
+	held   []*heldChunk // the chunks read last, least recently used first
+}
+
+// heldChunks bounds the cached chunks a reader keeps open and mapped between reads: a
+// chunk-aware order's window (and the next) is read from memory, with no system call per
+// sample or per batch, as a local file's mapping is. Each is under its shared lock, so it
+// cannot be evicted while held: under a cache limit a reader holds one (heldLimit), so
+// that the node's processes never pin what the limit needs for the chunks to come.
+const heldChunks = 8
+
+// heldChunk is a chunk kept leased (a mapped chunk file) between reads; users count the
+// reads using it now, and a chunk no longer held is released when the last one ends.
+type heldChunk struct {
+	k       int
+	ch      *chunk
+	users   int
+	dropped bool
 }
 
 // NewCached puts src under store, with chunk bounds (ascending byte offsets; chunk k is
@@ -68,7 +88,16 @@ func MinCacheLimit(bounds []int64) int64 {
 func (c *Cached) Name() string    { return c.under.Name() }
 func (c *Cached) Size() int64     { return c.under.Size() }
 func (c *Cached) Version() string { return c.under.Version() }
-func (c *Cached) Close() error    { return c.under.Close() }
+
+// Close releases the held chunks and the source below.
+func (c *Cached) Close() error {
+	c.heldMu.Lock()
+	for len(c.held) > 0 {
+		c.drop(len(c.held) - 1)
+	}
+	c.heldMu.Unlock()
+	return c.under.Close()
+}
 
 // chunkName is the file name of chunk k in the store.
 func (c *Cached) chunkName(k int) string {
@@ -119,11 +148,12 @@ func (c *Cached) ReadRanges(spans []Span) error {
 	err := parallel.Each(len(chunks), parallel.UpTo(chunkFetches-1), func() {}, func(i int) error {
 		k := chunks[i]
 		parts := byChunk[k]
-		ch, err := c.chunk(k)
+		h, err := c.hold(k)
 		if err != nil {
 			return &SpanError{Index: parts[0].span, Off: c.bounds[k], End: c.bounds[k+1], Err: err}
 		}
-		defer ch.release()
+		defer c.unhold(h)
+		ch := h.ch
 		for _, p := range parts {
 			if err := ch.readAt(p.buf, p.off); err != nil {
 				return &SpanError{Index: p.span, Off: c.bounds[k] + p.off, End: c.bounds[k] + p.off + int64(len(p.buf)),
@@ -145,6 +175,71 @@ func (c *Cached) ReadRanges(spans []Span) error {
 	return nil
 }
 
+// hold returns chunk k held for a read (unhold when done): one held already, or the
+// chunk leased (downloaded when not cached) and, when its file can be mapped, kept held
+// for the reads that follow, the least recently used held chunk released if over the bound.
+func (c *Cached) hold(k int) (*heldChunk, error) {
+	c.heldMu.Lock()
+	for i, h := range c.held {
+		if h.k == k {
+			h.users++
+			c.held = append(append(c.held[:i:i], c.held[i+1:]...), h)
+			c.heldMu.Unlock()
+			return h, nil
+		}
+	}
+	c.heldMu.Unlock()
+	ch, err := c.chunk(k)
+	if err != nil {
+		return nil, err
+	}
+	h := &heldChunk{k: k, ch: ch, users: 1}
+	if !ch.mapFile(c.bounds[k+1] - c.bounds[k]) {
+		h.dropped = true // not kept: released after this read
+		return h, nil
+	}
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	for _, other := range c.held {
+		if other.k == k { // held meanwhile by another read: this lease is for this read only
+			h.dropped = true
+			return h, nil
+		}
+	}
+	c.held = append(c.held, h)
+	for len(c.held) > c.heldLimit() {
+		c.drop(0)
+	}
+	return h, nil
+}
+
+// unhold ends a read of h.
+func (c *Cached) unhold(h *heldChunk) {
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	if h.users--; h.users == 0 && h.dropped {
+		h.ch.release()
+	}
+}
+
+// drop stops holding c.held[i] (heldMu held): it is released now, or by its last read.
+func (c *Cached) drop(i int) {
+	h := c.held[i]
+	c.held = append(c.held[:i], c.held[i+1:]...)
+	if h.dropped = true; h.users == 0 {
+		h.ch.release()
+	}
+}
+
+// heldLimit is how many chunks the reader holds: heldChunks without a cache limit, else
+// the one being read (MinChunks counts it).
+func (c *Cached) heldLimit() int {
+	if c.store.limit > 0 {
+		return 1
+	}
+	return heldChunks
+}
+
 // chunk leases chunk k, downloading it with one request when it is not cached. A cached
 // chunk's file is read ahead whole the first time: the reads that follow find it in the
 // page cache, as a chunk-aware order reads every sample of a chunk before long.
@@ -162,8 +257,32 @@ func (c *Cached) chunk(k int) (*chunk, error) {
 	return ch, err
 }
 
+// Seed caches the chunks lying wholly in bytes [0, len(prefix)) of the object, which the
+// caller has downloaded already (the request that read a file's header), so that they cost
+// no GET of their own; a chunk cached already is left as it is. Seeding is best effort: a
+// chunk that cannot be stored is downloaded when it is read.
+func (c *Cached) Seed(prefix []byte) {
+	for k := 0; k < len(c.bounds)-1 && c.bounds[k+1] <= int64(len(prefix)); k++ {
+		off, end := c.bounds[k], c.bounds[k+1]
+		ch, err := c.store.get(c.chunkName(k), end-off, false, func(buf []byte) error {
+			copy(buf, prefix[off:end])
+			return nil
+		}, c.stats)
+		if err == nil {
+			ch.release()
+		}
+	}
+}
+
 // Invalidate deletes the cached chunks overlapping bytes [off, end), found damaged.
 func (c *Cached) Invalidate(off, end int64) {
+	c.heldMu.Lock()
+	for i := len(c.held) - 1; i >= 0; i-- {
+		if k := c.held[i].k; c.bounds[k] < end && c.bounds[k+1] > off {
+			c.drop(i)
+		}
+	}
+	c.heldMu.Unlock()
 	for k := c.chunkOf(off); k >= 0 && k < len(c.bounds)-1 && c.bounds[k] < end; k++ {
 		c.store.forget(c.chunkName(k))
 	}

@@ -29,8 +29,9 @@ import (
 //     process has just opened would let two processes download the same chunk.
 //   - The download is written to chunks/.tmp-LEN-*, itself held under an exclusive flock:
 //     one found unlocked was left by a dead process, and is deleted.
-//   - Reading a chunk holds a shared flock on it; eviction takes the exclusive lock without
-//     waiting, so a chunk in use is never evicted.
+//   - Reading a chunk holds a shared flock on it (as long as a reader keeps it mapped:
+//     Cached's held chunks); eviction takes the exclusive lock without waiting, so a chunk
+//     in use is never evicted.
 //   - Space is reserved, and downloads renamed into place, under an exclusive flock on
 //     chunks/.evict.lock: the chunks and the
 //     downloads under way are counted, and the least recently used chunks not in use are
@@ -98,11 +99,26 @@ func OpenStore(dir string, limit int64) (*Store, error) {
 // Limit is the store's limit in bytes (0: none).
 func (s *Store) Limit() int64 { return s.limit }
 
-// chunk is a chunk ready to be read: an open chunk file under a shared lock, or the bytes
-// of a chunk that could not be cached.
+// chunk is a chunk ready to be read: an open chunk file under a shared lock (and its
+// mapping, once mapFile), or the bytes of a chunk that could not be cached.
 type chunk struct {
-	f   *os.File
-	mem []byte
+	f      *os.File
+	mem    []byte
+	mapped bool // mem is f's mapping
+}
+
+// mapFile maps the chunk's n bytes of file to be read from memory, and reports whether
+// the chunk is now mapped (not a chunk in memory, an empty one, or a failed mapping).
+func (c *chunk) mapFile(n int64) bool {
+	if c.f == nil || n <= 0 {
+		return false
+	}
+	mem, err := unix.Mmap(int(c.f.Fd()), 0, int(n), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return false
+	}
+	c.mem, c.mapped = mem, true
+	return true
 }
 
 // readAhead asks the kernel to read the chunk's file into the page cache
@@ -116,7 +132,7 @@ func (c *chunk) readAhead() {
 func willNeed(f *os.File) { _ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_WILLNEED) }
 
 func (c *chunk) readAt(p []byte, off int64) error {
-	if c.f == nil {
+	if c.mem != nil {
 		copy(p, c.mem[off:])
 		return nil
 	}
@@ -126,6 +142,10 @@ func (c *chunk) readAt(p []byte, off int64) error {
 
 // release drops the chunk's lease.
 func (c *chunk) release() {
+	if c.mapped {
+		_ = unix.Munmap(c.mem)
+		c.mem, c.mapped = nil, false
+	}
 	if c.f != nil {
 		_ = c.f.Close() // closing drops the flock
 	}

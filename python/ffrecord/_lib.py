@@ -111,6 +111,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_reader_fname": [c_int64, c_uint64, c_char_p, c_size_t, _sizep],
     "ffr_reader_file_counts": [c_int64, c_void_p, c_uint64],
     "ffr_reader_chunk_bounds": [c_int64, c_uint64, c_void_p, c_uint64, _u64p],
+    "ffr_first_request_bytes": [c_uint64, c_int32, _u64p],
     "ffr_reader_stats": [c_int64, c_void_p, c_uint64],
     "ffr_reader_warnings": [c_int64, c_char_p, c_size_t, _sizep],
     "ffr_reader_versions": [c_int64, c_char_p, c_size_t, _sizep],

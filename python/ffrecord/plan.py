@@ -8,7 +8,10 @@ dataset (its headers only), cuts it into chunks with the core's chunk rule
 - ``shuffle="chunk"`` (chunk-aware): chunks are permuted and split among the nodes, each
   node reads its share a window of ``window`` chunks at a time, samples shuffled within
   the window. A node downloads each chunk of its share once per epoch (one GET each), and
-  none in later epochs when its cache holds the share.
+  none in later epochs when its cache holds the share. The request that reads a file's
+  header also brings the chunks lying wholly in its first bytes (a file of about a chunk
+  whole; the first file's first chunk), which every node then has without a GET of its
+  own (``first_request_bytes``).
 - ``shuffle="full"``: every node reads samples from anywhere. With a cache, each node
   downloads every chunk; without, one GET per sample.
 
@@ -18,22 +21,24 @@ is what the job would ask of the dataset's prefix at ``samples_per_second``.
 >>> import os, tempfile
 >>> from ffrecord import FileWriter
 >>> path = os.path.join(tempfile.mkdtemp(), "d.ffr")
->>> with FileWriter(path, 1000) as w:
-...     w.write_many([bytes(1024)] * 1000)
+>>> with FileWriter(path, 4000) as w:
+...     w.write_many([bytes(1024)] * 4000)
 >>> p = plan(path, nodes=2, gpus_per_node=2, batch_size=16, samples_per_second=1000,
-...          chunk_size=64 << 10, window=4)
->>> p.chunks, p.node_gets_cold, p.job_gets_warm
-(16, 8, 0)
+...          chunk_size=256 << 10, window=4)
+>>> p.chunks, p.node_gets_cold, p.job_gets_warm  # 4 chunks come with the header, 2 of a share
+(16, 6, 0)
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from . import _lib
 from .order import ChunkShuffle, FullShuffle, shuffle_quality
 from .reader import FileReader
 
@@ -116,7 +121,9 @@ def plan(paths: Any, *, nodes: int = 1, gpus_per_node: int = 1, batch_size: int 
         bounds = reader.chunk_bounds(chunk_size)
         data_bytes = sum(reader.file_info(k).data_bytes for k in range(len(reader.fnames)))
         sizes = _chunk_bytes(reader, bounds)
-    return _model(bounds=bounds, chunk_bytes=sizes, chunk_size=int(chunk_size),
+        seeded, opening = _with_headers(reader, bounds, sizes, int(chunk_size))
+    return _model(bounds=bounds, chunk_bytes=sizes, seeded=seeded, opening_bytes=opening,
+                  chunk_size=int(chunk_size),
                   data_bytes=data_bytes, nodes=int(nodes), ranks=int(nodes) * int(gpus_per_node),
                   batch_size=int(batch_size), samples_per_second=float(samples_per_second),
                   shuffle=shuffle, window=int(window), cache_limit=cache_limit, cached=cached)
@@ -129,7 +136,38 @@ def _chunk_bytes(reader: FileReader, bounds: np.ndarray) -> np.ndarray:
     return sums[bounds[1:]] - sums[bounds[:-1]]
 
 
-def _model(*, bounds: np.ndarray, chunk_bytes: np.ndarray, chunk_size: int, data_bytes: int,
+def first_request_bytes(chunk_size: int, first_file: bool) -> int:
+    """Bytes from the start of a remote file that the request reading its header asks for,
+    with a chunk cache of ``chunk_size`` (0: none); the core's rule
+    (``FirstRequestBytes``): the chunks lying wholly in them are cached from that request.
+
+    >>> first_request_bytes(16 << 20, True) > first_request_bytes(16 << 20, False) >= 1 << 20
+    True
+    """
+    out = ctypes.c_uint64()
+    _lib.check(_lib.current().dll.ffr_first_request_bytes(chunk_size, int(first_file), ctypes.byref(out)))
+    return out.value
+
+
+def _with_headers(reader: FileReader, bounds: np.ndarray, chunk_bytes: np.ndarray,
+                  chunk_size: int) -> tuple[np.ndarray, int]:
+    """Which chunks come with the requests that read the files' headers (bool per chunk),
+    and the sample-data bytes those requests download, with a chunk cache."""
+    seeded = np.zeros(len(chunk_bytes), bool)
+    opening, first_sample = 0, 0
+    for k in range(len(reader.fnames)):
+        info = reader.file_info(k)
+        upto = min(info.file_bytes, first_request_bytes(chunk_size, k == 0))
+        opening += max(0, upto - info.header_bytes)
+        lo, hi = np.searchsorted(bounds, [first_sample, first_sample + info.samples])
+        ends = info.header_bytes + np.cumsum(chunk_bytes[lo:hi])
+        seeded[lo:hi] = ends <= upto
+        first_sample += info.samples
+    return seeded, opening
+
+
+def _model(*, bounds: np.ndarray, chunk_bytes: np.ndarray, seeded: np.ndarray, opening_bytes: int,
+           chunk_size: int, data_bytes: int,
            nodes: int, ranks: int, batch_size: int, samples_per_second: float, shuffle: str,
            window: int, cache_limit: int | None, cached: bool) -> Plan:
     # The chunk-aware order is ffrecord.order.ChunkShuffle with one canonical partition per
@@ -143,6 +181,11 @@ def _model(*, bounds: np.ndarray, chunk_bytes: np.ndarray, chunk_size: int, data
     share_bytes = math.ceil(per_node_chunks * total / chunks) if chunks else 0
     epoch_seconds = samples / samples_per_second
     cache_warm = share_bytes + per_node_chunks * _TRAILER
+    # Every node downloads, with the headers, the chunks those requests hold: those of its
+    # share make no GET of their own; the requests' bytes are the node's.
+    share = per_node_chunks / chunks if shuffle == "chunk" and chunks else 1.0
+    seeded_gets = round(int(seeded.sum()) * share)
+    seeded_bytes = round(int(chunk_bytes[seeded].sum()) * share)
     if shuffle == "chunk":
         node_gets, node_bytes = per_node_chunks, share_bytes
         cache_streaming = 2 * min(window, per_node_chunks) * largest  # a window read, the next ahead
@@ -154,6 +197,8 @@ def _model(*, bounds: np.ndarray, chunk_bytes: np.ndarray, chunk_size: int, data
         cache_streaming = cache_warm
         window_fraction = 1.0
         chosen = FullShuffle(samples, 0) if samples else None
+    node_gets = max(0, node_gets - seeded_gets)
+    node_bytes = node_bytes - seeded_bytes + opening_bytes
     if not cached:  # one GET per sample, every epoch
         node_gets, node_bytes = math.ceil(samples / nodes), math.ceil(total / nodes)
         warm_gets, warm_bytes, cache_streaming, cache_warm = node_gets, node_bytes, 0, 0

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/ffrecord/ffrecord/core"
 	"github.com/ffrecord/ffrecord/core/source"
 )
 
@@ -32,6 +33,16 @@ func ReaderChunkBounds(handle int64, chunkSize uint64, bounds unsafe.Pointer, ca
 		return failf(StatusShortBuf, fmt.Sprintf("%s: room for %d bounds, there are %d", fn, len(dst), len(have)))
 	}
 	copy(dst, have)
+	return StatusOK
+}
+
+// FirstRequestBytes implements ffr_first_request_bytes (core.FirstRequestBytes).
+func FirstRequestBytes(chunkSize uint64, readAhead bool, bytes unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	if err := outPointer("ffr_first_request_bytes", "bytes", bytes); err != nil {
+		return fail(err)
+	}
+	*(*uint64)(bytes) = uint64(core.FirstRequestBytes(int64(min(chunkSize, 1<<62)), readAhead))
 	return StatusOK
 }
 

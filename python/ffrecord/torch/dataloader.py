@@ -316,11 +316,12 @@ class DataLoader(torch.utils.data.DataLoader):
             if isinstance(self.dataset, (Dataset, StructuredDataset)):
                 # A worker's batches come every num_workers batches and it holds prefetch_factor
                 # of them queued: the batch to prefetch is the one after those; with a
-                # chunk-aware order, at least half a window on, so that the next window's
-                # chunks download (remote) while this one is read.
+                # chunk-aware order, a window on, so that the next window's chunks download
+                # (remote) from the start of this one: downloads never wait for half a window
+                # read, and the cache holds two windows (ffrecord.plan's cache to run).
                 window = getattr(self._planner.order, "window_positions", 0)
                 self._planner.lookahead = max(1, self.num_workers * (self.prefetch_factor or 1),
-                                              window // (2 * self._planner.batch_size * self._planner.world_size))
+                                              window // (self._planner.batch_size * self._planner.world_size))
             if isinstance(self.dataset, (Dataset, StructuredDataset)):  # they hand on datapoint seeds
                 self._planner.seed_of_datapoints = self.seed or 0
         else:

@@ -194,8 +194,9 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
         return self.process_batch(indices, buffer, offsets)
 
     # After a prefetch that found its batch cached (a warm dataset), this many batches go
-    # without: each would cost a call for nothing.
-    _PREFETCH_PAUSE = 16
+    # without: each would cost a call (~20 us) for nothing. Few, so that the first hint
+    # into the next window of a chunk-aware order (its download) comes at most this late.
+    _PREFETCH_PAUSE = 4
 
     def _prefetch(self, reader: FileReader, ahead: list[int] | None) -> None:
         """Prefetches ``ahead``, a later batch named by the loader's sampler, unless recent
