@@ -4,8 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // Lone reads of a dataset past mappedBudget. Its samples are read with system calls so
@@ -86,9 +84,7 @@ func (r *Reader) loneFromMapping(it *batchItem) bool {
 func blockResident(f *dataFile, b uint64) bool {
 	from, to := b*loneBlock, min((b+1)*loneBlock, f.size)
 	var vec [loneBlock / 4096]byte // pages of 4 KiB or more
-	_, _, errno := unix.RawSyscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&f.data[from])),
-		uintptr(to-from), uintptr(unsafe.Pointer(&vec[0])))
-	if errno != 0 {
+	if !mincore(unsafe.Pointer(&f.data[from]), uintptr(to-from), vec[:]) {
 		return false
 	}
 	for _, v := range vec[:(to-from+pageSize-1)/pageSize] {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ffrecord/ffrecord/core/internal/parallel"
 	"github.com/ffrecord/ffrecord/core/remote"
 	"github.com/ffrecord/ffrecord/core/source"
 	"github.com/klauspost/crc32"
@@ -278,20 +279,15 @@ func (r *Reader) fetchChecked(f *dataFile, all []batchItem, items []int) error {
 	for _, k := range items {
 		bytes += uint64(len(all[k].src))
 	}
-	parts := 1
+	helpers := 0
 	if bytes >= parallelBytes {
-		parts = min(runtime.GOMAXPROCS(0), len(items))
+		helpers = runtime.GOMAXPROCS(0) - 1
 	}
-	var wg sync.WaitGroup
-	for p := range parts {
-		wg.Go(func() {
-			for _, k := range items[p*len(items)/parts : (p+1)*len(items)/parts] {
-				it := &all[k]
-				it.checked = it.file.checksum(it.local) == crc32.ChecksumIEEE(it.src)
-			}
-		})
-	}
-	wg.Wait()
+	_ = parallel.Each(len(items), parallel.UpTo(helpers), func() {}, func(i int) error {
+		it := &all[items[i]]
+		it.checked = it.file.checksum(it.local) == crc32.ChecksumIEEE(it.src)
+		return nil
+	})
 	var damaged []int
 	cache, cached := f.remote.src.(source.Invalidator)
 	for _, k := range items {
