@@ -108,3 +108,48 @@ func syncFile(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// Lone reads past the budget give every compression's samples back exactly, whether copied
+// from the mapping (the first warm block) or read with pread (the rest, the budget spent),
+// and write nothing past the sample in the caller's buffer.
+func TestLoneReadsOfEveryCompression(t *testing.T) {
+	defer setMappedBudget(loneBlock)()
+	rng := rand.New(rand.NewPCG(3, 4))
+	samples := make([][]byte, 400)
+	for i := range samples { // half noise, half runs: compressed to about 8 KiB each
+		samples[i] = append(make([]byte, 0, 16<<10), bytes.Repeat([]byte{byte(i)}, 8<<10)...)
+		for range 8 << 10 {
+			samples[i] = append(samples[i], byte(rng.Uint32()))
+		}
+	}
+	for _, compression := range []Compression{CompressNone, CompressLZ4, CompressZstd} {
+		t.Run(fmt.Sprint(compression), func(t *testing.T) {
+			path := tempPath(t, "c.ffr")
+			writeSamples(t, path, samples, WriterOptions{Compression: compression})
+			r := openReader(t, ReaderOptions{CheckData: true}, path)
+			if !r.window.streamData {
+				t.Fatal("the data is not streamed past the budget")
+			}
+			const guard = 64
+			dst, sizes := make([]byte, (16<<10)+guard), make([]uint64, 1)
+			for _, i := range rng.Perm(len(samples)) {
+				for k := range dst {
+					dst[k] = 0xA5
+				}
+				if err := r.ReadBatch([]uint64{uint64(i)}, dst, sizes); err != nil {
+					t.Fatalf("sample %d: %v", i, err)
+				}
+				n := len(samples[i])
+				if sizes[0] != uint64(n) || !bytes.Equal(dst[:n], samples[i]) {
+					t.Fatalf("sample %d: size %d, bytes differ", i, sizes[0])
+				}
+				if !bytes.Equal(dst[n:], bytes.Repeat([]byte{0xA5}, len(dst)-n)) {
+					t.Fatalf("sample %d: bytes past it written", i)
+				}
+			}
+			if r.lone.mapped.Load() != 1 {
+				t.Fatalf("%d blocks read through the mapping, want the budget's 1", r.lone.mapped.Load())
+			}
+		})
+	}
+}

@@ -41,4 +41,19 @@ func TestDatasetFilesAndPartName(t *testing.T) {
 	var needed uintptr
 	expect(t, StatusNotFound, func() int32 { return DatasetFiles(unsafe.Pointer(&missing[0]), nil, 0, unsafe.Pointer(&needed)) }, "missing")
 	expect(t, StatusInvalid, func() int32 { return DatasetFiles(nil, nil, 0, unsafe.Pointer(&needed)) }, "dir is NULL")
+	expect(t, StatusInvalid, func() int32 { return DatasetURLs(nil, nil, nil, 0, unsafe.Pointer(&needed)) }, "url is NULL")
+	bad := append([]byte(`{"timeout": "soon"}`), 0)
+	prefix := append([]byte("s3://bkt/ds/"), 0)
+	expect(t, StatusInvalid, func() int32 {
+		return DatasetURLs(unsafe.Pointer(&prefix[0]), unsafe.Pointer(&bad[0]), nil, 0, unsafe.Pointer(&needed))
+	}, "timeout")
+}
+
+// ffr_put_new refuses missing arguments and URLs it cannot write before any request.
+func TestPutNewRefusesBadArguments(t *testing.T) {
+	data := []byte("claim")
+	url := append([]byte("https://example.invalid/x"), 0)
+	expect(t, StatusInvalid, func() int32 { return PutNew(nil, nil, unsafe.Pointer(&data[0]), 5) }, "url or data is NULL")
+	expect(t, StatusInvalid, func() int32 { return PutNew(unsafe.Pointer(&url[0]), nil, nil, 5) }, "url or data is NULL")
+	expect(t, StatusInvalid, func() int32 { return PutNew(unsafe.Pointer(&url[0]), nil, unsafe.Pointer(&data[0]), 5) }, "only s3:// URLs can be written")
 }
