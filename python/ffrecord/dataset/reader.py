@@ -5,6 +5,7 @@ with ``Mixture``: indexing, masks, batched reads."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import zlib
 from collections.abc import Mapping
@@ -326,10 +327,21 @@ class DatasetReader(Readable):
     # -- reading ----------------------------------------------------------------------
 
     def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
+        return self._read(indices, mask, self._decoders)
+
+    def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
+        """``read(indices)``: torch's ``DataLoader`` (2.0 and later) fetches a batch this
+        way. In a worker of the stock loader, ``bytes`` values are read as
+        ``ffrecord.torch._stock.SharedBytes``: they cross to the main process through shared
+        memory instead of torch's pipe, and arrive there as plain ``bytes``."""
+        decoders = _torch_worker_decoders(self._decoders)
+        return self._read(indices, None, decoders) if decoders else self.read(indices)
+
+    def _read(self, indices: Any, mask: Any, decoders: Mapping[str, Callable]) -> list[dict[str, Any]]:
         idx = self._indices(indices)
         selection = parse_mask(mask, self._fields)
         wholes = self._read_wholes(selection, idx)
-        columns = {name: self._read_field(self._fields[name], chosen, idx, wholes.get(name))
+        columns = {name: self._read_field(self._fields[name], chosen, idx, wholes.get(name), decoders[name])
                    for name, chosen in selection.items()}
         if not columns:
             return [{} for _ in range(len(idx))]
@@ -383,10 +395,12 @@ class DatasetReader(Readable):
         return {name: (buf, offsets[j * m:(j + 1) * m], offsets[j * m + 1:(j + 1) * m + 1])
                 for j, name in enumerate(names)}
 
-    def _read_field(self, field: Field, chosen: Selection, idx: np.ndarray, whole: Any = None) -> list[Any]:
+    def _read_field(self, field: Field, chosen: Selection, idx: np.ndarray, whole: Any,
+                    decode: Callable) -> list[Any]:
+        """``decode``: the plain field's decoder (sequences' elements take the reader's)."""
         if not field.sequence:
             buf, starts, ends = whole or self._whole(field, idx)
-            return self._decode_values(field, buf, starts, ends, idx)
+            return self._decode_values(field, buf, starts, ends, idx, decode)
         if chosen is WHOLE or field.name in self._held:
             buf, starts, ends = whole or self._whole(field, idx)
             return self._sequences_from_samples(field, chosen, buf, starts, ends, idx)
@@ -412,8 +426,7 @@ class DatasetReader(Readable):
         return cached
 
     def _decode_values(self, field: Field, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-                       idx: np.ndarray) -> list[Any]:
-        decode = self._decoders[field.name]
+                       idx: np.ndarray, decode: Callable) -> list[Any]:
         width = codecs.FIXED_WIDTH.get(decode)
         if width is not None and len(starts) and ((ends - starts) == 8).all():
             # The buffer is the values back to back only for a batch read; a held field's
@@ -622,6 +635,18 @@ def _reopen(cls: type, directory: str, decoders: Any, cache_keys: tuple, check_d
             storage_options: dict[str, Any] | None = None) -> Any:
     return cls(directory, decoders, cache_keys, check_data=check_data,
                storage_options=storage_options)
+
+
+def _torch_worker_decoders(decoders: Mapping[str, Callable]) -> dict[str, Callable] | None:
+    """In a worker of torch's stock ``DataLoader``: the decoders that read ``bytes`` values
+    into shared memory (``ffrecord.torch._stock``); None elsewhere. torch is looked at only
+    when some code already imported it."""
+    data = sys.modules.get("torch.utils.data")
+    if data is None or data.get_worker_info() is None:
+        return None
+    from ..torch import _stock
+
+    return _stock.worker_decoders(decoders)
 
 
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:

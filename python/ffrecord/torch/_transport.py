@@ -47,6 +47,7 @@ _HEADER = 4096  # the arena's slot states, one byte each
 _SLOTS = 4  # slots per arena: a worker's prefetched batches, plus one the user holds
 _MIN_SLOT = 64 << 10
 FREE, BUSY = 0, 1
+_FREE_BYTE = bytes([FREE])
 _BYTES_TYPES = (bytes, bytearray, memoryview)
 
 
@@ -160,11 +161,12 @@ class Receiving:
 # -- worker side -------------------------------------------------------------------------
 
 class _Arena:
-    """One memfd of ``_SLOTS`` slots of ``slot_size`` bytes, mapped in the worker."""
+    """One memfd of ``slots`` slots (at most ``_HEADER``) of ``slot_size`` bytes, mapped in
+    the worker."""
 
-    def __init__(self, nonce: str, ident: int, slot_size: int) -> None:
-        self.ident, self.slot_size = ident, slot_size
-        self.size = _HEADER + slot_size * _SLOTS
+    def __init__(self, nonce: str, ident: int, slot_size: int, slots: int = _SLOTS) -> None:
+        self.ident, self.slot_size, self.slots = ident, slot_size, slots
+        self.size = _HEADER + slot_size * slots
         self.fd = os.memfd_create(_memfd_name(nonce, ident), os.MFD_CLOEXEC)
         try:
             os.ftruncate(self.fd, self.size)
@@ -172,16 +174,17 @@ class _Arena:
         except BaseException:
             os.close(self.fd)
             raise
-        self.states = np.frombuffer(self.map, np.uint8, _SLOTS)
+        self.states = np.frombuffer(self.map, np.uint8, slots)
         self.bytes = torch.frombuffer(self.map, dtype=torch.uint8)
         self.base = self.bytes.data_ptr()
 
     def take_free_slot(self) -> int | None:
-        free = np.flatnonzero(self.states == FREE)
-        if not len(free):
+        """The lowest free slot, marked busy (the lowest: the pages in use stay few)."""
+        slot = self.map.find(_FREE_BYTE, 0, self.slots)
+        if slot < 0:
             return None
-        self.states[free[0]] = BUSY
-        return int(free[0])
+        self.map[slot] = BUSY
+        return slot
 
     def slot_start(self, slot: int) -> int:
         return _HEADER + slot * self.slot_size
@@ -380,6 +383,7 @@ def columns_welcome(dataset: Any) -> bool:
 
 _ACTIVE = False  # set in a worker by its first WorkerCollate call
 _COLUMNS = False  # set in a worker by WorkerStart: its collate takes Collated batches
+PACKING = False  # set in a worker by WorkerStart: ffrecord's loader packs its batches into slots
 
 
 class WorkerCollate:
@@ -409,8 +413,8 @@ class WorkerStart:
         self.columns = columns
 
     def __call__(self, worker_id: int) -> None:
-        global _COLUMNS
-        _COLUMNS = self.columns
+        global _COLUMNS, PACKING
+        _COLUMNS, PACKING = self.columns, True
         if self.worker_init_fn is not None:
             self.worker_init_fn(worker_id)
 
@@ -423,24 +427,24 @@ class WorkerStart:
 class _Mapped:
     """An arena of a worker, mapped in the main process."""
 
-    def __init__(self, packed: Packed) -> None:
-        path = f"/proc/{packed.pid}/fd/{packed.fd}"
+    def __init__(self, pid: int, nonce: str, arena_id: int, fd: int, arena_size: int, slot_size: int) -> None:
+        path = f"/proc/{pid}/fd/{fd}"
         try:
             fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         except OSError as exc:
-            raise RuntimeError(f"DataLoader worker {packed.pid} is gone: its batch in shared memory "
+            raise RuntimeError(f"DataLoader worker {pid} is gone: its batch in shared memory "
                                f"cannot be read ({exc})") from None
         try:
-            expected = f"/memfd:{_memfd_name(packed.nonce, packed.arena_id)} (deleted)"
+            expected = f"/memfd:{_memfd_name(nonce, arena_id)} (deleted)"
             if os.readlink(f"/proc/self/fd/{fd}") != expected:  # the pid was reused
-                raise RuntimeError(f"DataLoader worker {packed.pid} is gone: its batch in shared "
+                raise RuntimeError(f"DataLoader worker {pid} is gone: its batch in shared "
                                    "memory cannot be read")
-            self.map = mmap.mmap(fd, packed.arena_size)
+            self.map = mmap.mmap(fd, arena_size)
         finally:
             os.close(fd)
-        self.pid = packed.pid
+        self.pid = pid
         self.states = np.frombuffer(self.map, np.uint8, _SLOTS)
-        self.slot_type = ctypes.c_ubyte * packed.slot_size
+        self.slot_type = ctypes.c_ubyte * slot_size
 
 
 def _release(states: np.ndarray, slot: int, owner: int) -> None:
@@ -456,17 +460,24 @@ class _Receiver:
         self.lock = threading.Lock()  # the pin-memory thread unpacks too
 
     def unpack(self, packed: Packed) -> Any:
-        key = (packed.nonce, packed.arena_id)
         with self.lock:
             for ident in packed.retired:
                 self.mapped.pop((packed.nonce, ident), None)
-            mapped = self.mapped.get(key)
-            if mapped is None:
-                self.forget_exited()
-                mapped = self.mapped[key] = _Mapped(packed)
+        mapped = self.arena(packed.pid, packed.nonce, packed.arena_id, packed.fd, packed.arena_size,
+                            packed.slot_size)
         slot = mapped.slot_type.from_buffer(mapped.map, _HEADER + packed.slot * packed.slot_size)
         weakref.finalize(slot, _release, mapped.states, packed.slot, os.getpid()).atexit = False
         return _rebuild(packed.skeleton, slot, memoryview(slot).cast("B").toreadonly())
+
+    def arena(self, pid: int, nonce: str, arena_id: int, fd: int, arena_size: int, slot_size: int) -> _Mapped:
+        """Arena ``arena_id`` of worker ``pid`` (``nonce``: its incarnation), mapped once."""
+        key = (nonce, arena_id)
+        with self.lock:
+            mapped = self.mapped.get(key)
+            if mapped is None:
+                self.forget_exited()
+                mapped = self.mapped[key] = _Mapped(pid, nonce, arena_id, fd, arena_size, slot_size)
+            return mapped
 
     def forget_exited(self) -> None:
         """Drops the mappings of workers that have exited (views still held keep theirs)."""
