@@ -116,7 +116,7 @@ def _slots() -> _Slots:
 
 
 def _reduce_bytes(value: SharedBytes) -> tuple:
-    address = _slots().put(value, len(value)) if MIN_SHARED <= len(value) <= MAX_SHARED else None
+    address = _put(value)
     if address is None:
         return bytes, (bytes(value),)
     return _received_bytes, address
@@ -126,15 +126,29 @@ def _reduce_tensor(tensor: torch.Tensor) -> tuple:
     """torch's reduction, but for a small tensor that it would move into a new shared-memory
     segment, and pass as a descriptor through a socket, for this one batch (the default
     collate's tensor of labels): that tensor's memory goes in a slot, as bytes values do."""
-    nbytes = tensor.numel() * tensor.element_size()
-    if (type(tensor) is torch.Tensor and 0 < nbytes <= MAX_SHARED_TENSOR and tensor.device.type == "cpu"
-            and tensor.layout == torch.strided and not tensor.requires_grad and not tensor.is_quantized
-            and tensor.is_contiguous() and not tensor.is_shared()
-            and tensor.untyped_storage().nbytes() == nbytes):
-        address = _slots().put(tensor.reshape(-1).view(torch.uint8).numpy(), nbytes)
-        if address is not None:
-            return _received_tensor, (address, tensor.dtype, tuple(tensor.shape))
-    return _torch_reduce_tensor(tensor)
+    address = _put(tensor)
+    if address is None:
+        return _torch_reduce_tensor(tensor)
+    return _received_tensor, (address, tensor.dtype, tuple(tensor.shape))
+
+
+def _put(value: SharedBytes | torch.Tensor) -> tuple | None:
+    """``value`` copied into a slot of this process; None when it is not worth it or no
+    slot is free: the caller pickles it its usual way. Never raises: an exception in the
+    queue's feeder thread would drop the batch, and the main process would wait for it."""
+    try:
+        if type(value) is SharedBytes:
+            worth = MIN_SHARED <= len(value) <= MAX_SHARED
+            return _slots().put(value, len(value)) if worth else None
+        nbytes = value.numel() * value.element_size()
+        worth = (type(value) is torch.Tensor and 0 < nbytes <= MAX_SHARED_TENSOR
+                 and value.device.type == "cpu" and value.layout == torch.strided
+                 and not value.requires_grad and not value.is_quantized and not value.is_nested
+                 and not value.is_conj() and not value.is_neg() and value.is_contiguous()
+                 and not value.is_shared() and value.untyped_storage().nbytes() == nbytes)
+        return _slots().put(value.reshape(-1).view(torch.uint8).numpy(), nbytes) if worth else None
+    except Exception:  # e.g. no memory left for an arena: the pipe still works
+        return None
 
 
 def _taken(pid: int, nonce: str, arena_id: int, fd: int, arena_size: int, slot_size: int,
