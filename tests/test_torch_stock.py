@@ -148,3 +148,9 @@ def test_killed_worker_leaves_nothing_behind(dataset):
             break
         time.sleep(0.2)
     assert not mapped and shm_entries() - shm_before == set() and open_fds() <= fds_before
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    assert doctest.testmod(_stock).failed == 0
