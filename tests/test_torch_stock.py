@@ -20,7 +20,8 @@ torch = pytest.importorskip("torch")
 
 import torch.utils.data  # noqa: E402
 
-from ffrecord.dataset import DatasetReader, DatasetWriter  # noqa: E402
+from ffrecord.dataset import (DatasetReader, DatasetWriter, Mixture, ShardedDatasetReader,  # noqa: E402
+                              ShardedDatasetWriter)
 from ffrecord.torch import _stock, _transport  # noqa: E402
 from test_torch_transport import open_fds, shm_entries  # noqa: E402
 
@@ -66,6 +67,22 @@ def test_stock_loader_reads_what_was_written(dataset, workers, method):
     assert sorted(seen) == list(range(N))
     through_slots = {m.pid for m in _transport._RECEIVER.mapped.values()} & set(pids)
     assert len(through_slots) == workers
+
+
+def test_shards_mixtures_and_views_send_through_their_readers(dataset, tmp_path):
+    sharded = str(tmp_path / "sharded")
+    with ShardedDatasetWriter(sharded, {"image": "bytes", "label": "int", "name": "utf8"}, shardlen=40) as writer:
+        for i in range(N):
+            writer.append({"image": image(i), "label": i, "name": f"n{i}"})
+    sources = [ShardedDatasetReader(sharded), DatasetReader(dataset).select(range(N - 1, -1, -1)),
+               Mixture([DatasetReader(dataset), ShardedDatasetReader(sharded)], weights=[1, 1])]
+    for source in sources:
+        iterator = iter(torch.utils.data.DataLoader(source, batch_size=16, num_workers=2, timeout=60))
+        pids = {w.pid for w in iterator._workers}
+        for batch in iterator:
+            assert all(type(got) is bytes and got == image(label)
+                       for label, got in zip(batch["label"].tolist(), batch["image"]))
+        assert {m.pid for m in _transport._RECEIVER.mapped.values()} & pids == pids
 
 
 def test_persistent_workers(dataset):

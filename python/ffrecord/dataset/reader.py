@@ -668,14 +668,24 @@ class Routed(Readable):
         raise NotImplementedError
 
     def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
+        return self._gathered(indices, lambda member, local: member.read(local, mask))
+
+    def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
+        """Each member's ``__getitems__`` (see ``DatasetReader.__getitems__``)."""
+        if not all(isinstance(m, Readable) for m in self.members):
+            return self.read(indices)
+        return self._gathered(indices, lambda member, local: member.__getitems__(local))
+
+    def _gathered(self, indices: Any, fetch: Callable[[Readable, np.ndarray], list]) -> list[Any]:
+        """The datapoints of ``indices``, ``fetch(member, local indices)`` once per member."""
         idx = self._indices(indices)
         if not len(idx):  # still checks the mask
-            return self.members[0].read(idx, mask)
+            return fetch(self.members[0], idx)
         member, local = self._route(idx)
         out: list[Any] = [None] * len(idx)
         for m in np.unique(member).tolist():
             where = np.flatnonzero(member == m)
-            for pos, value in zip(where.tolist(), self.members[m].read(local[where], mask)):
+            for pos, value in zip(where.tolist(), fetch(self.members[m], local[where])):
                 out[pos] = value
         return out
 

@@ -78,6 +78,9 @@ class View(Readable):
     def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
         return self.parent.read(self.indices[self._indices(indices)], mask)
 
+    def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
+        return self.parent.__getitems__(self.indices[self._indices(indices)])
+
     def available(self, index: int) -> dict[str, int | bool]:
         return self.parent.available(int(self.indices[self._indices([index])[0]]))
 
