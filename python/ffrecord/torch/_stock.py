@@ -1,15 +1,19 @@
-"""``bytes`` values through the stock ``torch.utils.data.DataLoader``'s worker queue, by
-shared memory instead of its pipe.
+"""``bytes`` values and small tensors through the stock ``torch.utils.data.DataLoader``'s
+worker queue, by shared memory instead of its pipe.
 
 torch's worker queue pickles each batch (``multiprocessing``'s ``ForkingPickler``) through a
 pipe of 64 KiB: a batch of 64 values of 16 KiB takes sixteen rounds of write, wake-up and
-read between a worker and the main process, and each value is copied four times. A
+read between a worker and the main process, and each value is copied four times; a small
+tensor (the default collate's labels) is moved into a new shared-memory segment whose
+descriptor the main process fetches through a socket of its own, for every batch. A
 ``DatasetReader`` read in a worker of that loader (``__getitems__``, the loader's batched
 fetch) gives its ``bytes`` values as ``SharedBytes``, a ``bytes`` subclass that
 ``ForkingPickler`` reduces by copying the value into a slot of the worker's arenas (the
 ``memfd`` arenas of ``_transport``) and sending only the slot's address; unpickling it in
-the main process copies the value out as plain ``bytes`` and frees the slot. So user code
-in the main process sees exactly what the pipe would have brought.
+the main process copies the value out as plain ``bytes`` and frees the slot. In such a
+worker, small tensors of their own memory, not yet shared, go in slots too (``_reduce_tensor``)
+and arrive as tensors of the same dtype, shape and values. So user code in the main process
+sees what the pipe would have brought.
 
 Flow control: a value too small or too large to be worth it, or arriving while every slot
 that fits it is taken (the main process is behind, or dropped batches it never unpickled),
@@ -151,33 +155,33 @@ def _put(value: SharedBytes | torch.Tensor) -> tuple | None:
         return None
 
 
-def _taken(pid: int, nonce: str, arena_id: int, fd: int, arena_size: int, slot_size: int,
-           slot: int, sequence: int, nbytes: int) -> tuple[mmap.mmap, int]:
-    """The mapped arena and where the value in ``slot`` starts; the caller copies it out,
-    then frees the slot."""
+def _copied_out(address: tuple, copy: Callable[[mmap.mmap, int, int], Any]) -> Any:
+    """``copy(arena, start, nbytes)`` of the value at ``address`` (a slot of a worker's
+    arena, mapped here once), then the slot freed for the worker to reuse."""
+    pid, nonce, arena_id, fd, arena_size, slot_size, slot, sequence, nbytes = address
     arena = _transport._RECEIVER.arena(pid, nonce, arena_id, fd, arena_size, slot_size).map
     start = _transport._HEADER + slot * slot_size
     if arena[slot] != _transport.BUSY or _SEQUENCE.unpack_from(arena, start)[0] != sequence:
         raise RuntimeError(f"a value from DataLoader worker {pid} was unpickled twice, or after "
                            "its shared memory was freed: unpickle each payload once")
-    return arena, start + _SEQUENCE.size
-
-
-def _received_bytes(*address: Any) -> bytes:
-    """The value at ``address``, as plain ``bytes``; its slot is freed."""
-    arena, start = _taken(*address)
-    value = arena[start:start + address[-1]]
-    arena[address[6]] = _transport.FREE
+    value = copy(arena, start + _SEQUENCE.size, nbytes)
+    arena[slot] = _transport.FREE
     return value
 
 
+def _received_bytes(*address: Any) -> bytes:
+    """The value at ``address``, as plain ``bytes``."""
+    return _copied_out(address, lambda arena, start, nbytes: arena[start:start + nbytes])
+
+
 def _received_tensor(address: tuple, dtype: torch.dtype, shape: tuple) -> torch.Tensor:
-    """The tensor at ``address``, in memory of its own; its slot is freed."""
-    arena, start = _taken(*address)
-    tensor = torch.empty(shape, dtype=dtype)
-    tensor.reshape(-1).view(torch.uint8).numpy()[:] = np.frombuffer(arena, np.uint8, address[-1], start)
-    arena[address[6]] = _transport.FREE
-    return tensor
+    """The tensor at ``address``, in memory of its own."""
+    def copy(arena: mmap.mmap, start: int, nbytes: int) -> torch.Tensor:
+        tensor = torch.empty(shape, dtype=dtype)
+        tensor.reshape(-1).view(torch.uint8).numpy()[:] = np.frombuffer(arena, np.uint8, nbytes, start)
+        return tensor
+
+    return _copied_out(address, copy)
 
 
 ForkingPickler.register(SharedBytes, _reduce_bytes)
