@@ -33,12 +33,19 @@ def image(index: int) -> bytes:
     return bytes([index % 251]) * (index * 97 % 9000) + index.to_bytes(4, "little")
 
 
+SPEC = {"image": "bytes", "label": "int", "name": "utf8"}
+
+
+def fill(writer) -> None:
+    for i in range(N):
+        writer.append({"image": image(i), "label": i, "name": f"n{i}"})
+
+
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> str:
     path = str(tmp_path_factory.mktemp("stock") / "ds")
-    with DatasetWriter(path, {"image": "bytes", "label": "int", "name": "utf8"}) as writer:
-        for i in range(N):
-            writer.append({"image": image(i), "label": i, "name": f"n{i}"})
+    with DatasetWriter(path, SPEC) as writer:
+        fill(writer)
     return path
 
 
@@ -71,9 +78,8 @@ def test_stock_loader_reads_what_was_written(dataset, workers, method):
 
 def test_shards_mixtures_and_views_send_through_their_readers(dataset, tmp_path):
     sharded = str(tmp_path / "sharded")
-    with ShardedDatasetWriter(sharded, {"image": "bytes", "label": "int", "name": "utf8"}, shardlen=40) as writer:
-        for i in range(N):
-            writer.append({"image": image(i), "label": i, "name": f"n{i}"})
+    with ShardedDatasetWriter(sharded, SPEC, shardlen=40) as writer:
+        fill(writer)
     sources = [ShardedDatasetReader(sharded), DatasetReader(dataset).select(range(N - 1, -1, -1)),
                Mixture([DatasetReader(dataset), ShardedDatasetReader(sharded)], weights=[1, 1])]
     for source in sources:
