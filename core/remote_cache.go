@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ffrecord/ffrecord/core/source"
 )
 
 // headerCache keeps the header of remote files on local disk, so that the processes of a
@@ -37,17 +39,11 @@ func (c *headerCache) lock() (unlock func()) {
 	if p == "" || os.MkdirAll(c.dir, 0o755) != nil {
 		return func() {}
 	}
-	f, err := os.OpenFile(p+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := source.LockFile(p+".lock", unix.LOCK_EX)
 	if err != nil {
 		return func() {}
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	return func() { _ = f.Close() } // closing drops the flock
+	return func() { source.Unlock(f) }
 }
 
 // load fills image from the cache and reports whether it could. A damaged entry is a

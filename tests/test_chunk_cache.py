@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -182,6 +183,43 @@ def test_a_process_killed_while_downloading_leaves_nothing_served(tmp_path):
         with FileReader(url, cache_dir=cache, chunk_size=256 << 10, cache_limit=1 << 20) as r:
             assert [s.tobytes() for s in r.read(range(16))] == samples
         assert not list((cache / "chunks").glob(".tmp-*"))  # the dead download was swept
+
+
+def test_a_process_forked_during_a_download_does_not_keep_its_locks(tmp_path):
+    """A DataLoader worker forked while a download runs shares the download's locks without
+    knowing: they must still be dropped when the download ends, or every reader of that
+    chunk waits for the worker to exit."""
+    samples = samples_of(64, size=64 << 10)  # 4 MiB: most of it is past what the open caches
+    data = write(tmp_path / "big.ffr", samples)
+    cache = tmp_path / "cache"
+    with RangeServer({"/big.ffr": data}) as srv:
+        url = srv.url + "/big.ffr"
+        reader = FileReader(url, cache_dir=cache, chunk_size=256 << 10)
+        srv.latency = 1.0  # every data GET now takes a second: fork during one
+        reading = threading.Thread(target=reader.read, args=(range(64),))
+        reading.start()
+        deadline = time.monotonic() + 30
+        while not list((cache / "chunks").glob(".tmp-*")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert list((cache / "chunks").glob(".tmp-*")), "no download started"
+        child = os.fork()
+        if child == 0:  # holds every descriptor of the parent, and lives on
+            time.sleep(60)
+            os._exit(0)
+        try:
+            reading.join(30)
+            srv.latency = 0.0
+            code = (f"import hashlib; from ffrecord import FileReader; r = FileReader({url!r}, "
+                    f"cache_dir={str(cache)!r}, chunk_size={256 << 10}); "
+                    "print(hashlib.sha256(b''.join(s.tobytes() for s in r.read(range(64)))).hexdigest())")
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=20)
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.strip() == hashlib.sha256(b"".join(samples)).hexdigest()
+        finally:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            reader.close()
 
 
 def test_a_server_that_ignores_range_still_serves_right_bytes(served, tmp_path):

@@ -187,11 +187,11 @@ func TestChunksInUseAreNotEvicted(t *testing.T) {
 		t.Fatalf("%d chunks cached under a limit of 2", len(leased))
 	}
 	for _, f := range leased {
-		l, err := lockFile(f, unix.LOCK_SH)
+		l, err := LockFile(f, unix.LOCK_SH)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer l.Close()
+		defer Unlock(l)
 	}
 	// Every other chunk cannot be cached now: it is served from memory, no deadlock.
 	stats.Bypassed.Store(0)

@@ -147,7 +147,7 @@ func (c *chunk) release() {
 		c.mem, c.mapped = nil, false
 	}
 	if c.f != nil {
-		_ = c.f.Close() // closing drops the flock
+		Unlock(c.f)
 	}
 }
 
@@ -160,11 +160,11 @@ func (s *Store) get(name string, n int64, check bool, fetch func([]byte) error, 
 		stats.Hits.Add(1)
 		return c, nil
 	}
-	lock, err := lockFile(path+".lock", unix.LOCK_EX)
+	lock, err := LockFile(path+".lock", unix.LOCK_EX)
 	if err != nil {
 		return nil, s.diskError("locking a chunk", err)
 	}
-	defer lock.Close()
+	defer Unlock(lock)
 	if c := s.open(path, n, check); c != nil { // another process downloaded it meanwhile
 		stats.Hits.Add(1)
 		return c, nil
@@ -194,18 +194,18 @@ func (s *Store) get(name string, n int64, check bool, fetch func([]byte) error, 
 		discard(tmp)
 		return nil, s.diskError("renaming a chunk into place", err)
 	}
-	_ = tmp.Close()
+	Unlock(tmp)
 	return &chunk{mem: buf[:n]}, nil
 }
 
 // publish renames a finished download into place, under the eviction lock: a listing
 // made under that lock sees the download or the chunk, never neither.
 func (s *Store) publish(tmp *os.File, path string) error {
-	lock, err := lockFile(filepath.Join(s.dir, ".evict.lock"), unix.LOCK_EX)
+	lock, err := LockFile(filepath.Join(s.dir, ".evict.lock"), unix.LOCK_EX)
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
+	defer Unlock(lock)
 	return os.Rename(tmp.Name(), path)
 }
 
@@ -219,7 +219,7 @@ var writeChunk = func(f *os.File, data []byte) error {
 func discard(tmp *os.File) {
 	if tmp != nil {
 		_ = os.Remove(tmp.Name())
-		_ = tmp.Close()
+		Unlock(tmp)
 	}
 }
 
@@ -236,20 +236,20 @@ func (s *Store) diskError(what string, err error) error {
 // open leases the cached chunk at path, or returns nil when it is not there (or was
 // damaged, and is now deleted: its size is wrong, or with check its CRC-32).
 func (s *Store) open(path string, n int64, check bool) *chunk {
-	f, err := lockFile(path, unix.LOCK_SH)
+	f, err := LockFile(path, unix.LOCK_SH)
 	if err != nil {
 		return nil
 	}
 	var st unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &st) != nil || st.Nlink == 0 { // evicted before our lock
-		_ = f.Close()
+		Unlock(f)
 		return nil
 	}
 	id := fileID{uint64(st.Dev), st.Ino, st.Size}
 	if st.Size != n+trailerSize || (check && !s.check(f, id, n)) {
 		s.forgetID(id)
 		_ = os.Remove(path)
-		_ = f.Close()
+		Unlock(f)
 		return nil
 	}
 	if now := time.Now(); now.Sub(time.Unix(st.Mtim.Unix())) > time.Second {
@@ -299,34 +299,6 @@ func (s *Store) forgetID(id fileID) {
 	s.mu.Unlock()
 }
 
-// lockFile opens path (creating it when it is a .lock file) and flocks it.
-func lockFile(path string, how int) (*os.File, error) {
-	flag := os.O_RDONLY
-	if strings.HasSuffix(path, ".lock") {
-		flag = os.O_RDWR | os.O_CREATE
-	}
-	f, err := os.OpenFile(path, flag, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err = unix.Flock(int(f.Fd()), how)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return f, nil
-}
-
-// tryLock takes an exclusive flock on an open file without waiting.
-func tryLock(f *os.File) bool {
-	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
-}
-
 // cachedFile is a chunk file seen by reserve.
 type cachedFile struct {
 	name  string
@@ -337,11 +309,11 @@ type cachedFile struct {
 // reserve makes room for a chunk of n bytes and creates its download file, locked. It
 // returns nil (and no error) when the limit cannot be met because every chunk is in use.
 func (s *Store) reserve(n int64, stats *Stats) (*os.File, error) {
-	lock, err := lockFile(filepath.Join(s.dir, ".evict.lock"), unix.LOCK_EX)
+	lock, err := LockFile(filepath.Join(s.dir, ".evict.lock"), unix.LOCK_EX)
 	if err != nil {
 		return nil, s.diskError("locking the cache", err)
 	}
-	defer lock.Close()
+	defer Unlock(lock)
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, s.diskError("listing the cache", err)
@@ -397,7 +369,7 @@ func (s *Store) liveDownload(name string) int64 {
 	if err != nil {
 		return 0 // failed, and removed by its writer
 	}
-	defer f.Close()
+	defer Unlock(f)
 	if tryLock(f) {
 		_ = os.Remove(path)
 		return 0
@@ -412,7 +384,7 @@ func (s *Store) evict(name string) bool {
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist)
 	}
-	defer f.Close()
+	defer Unlock(f)
 	if !tryLock(f) {
 		return false
 	}
