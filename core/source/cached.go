@@ -145,22 +145,25 @@ func (c *Cached) ReadRanges(spans []Span) error {
 		chunks = append(chunks, k)
 	}
 	sort.Ints(chunks)
-	err := parallel.Each(len(chunks), parallel.UpTo(chunkFetches-1), func() {}, func(i int) error {
-		k := chunks[i]
-		parts := byChunk[k]
-		h, err := c.hold(k)
-		if err != nil {
-			return &SpanError{Index: parts[0].span, Off: c.bounds[k], End: c.bounds[k+1], Err: err}
+	// Chunks held or cached are copied out here, on the calling goroutine: a helper
+	// goroutine per chunk would cost more in thread wake-ups than the copy (a warm batch
+	// drawn from a window of a few chunks), and the loader's workers keep the cores
+	// busy anyway. Only the chunks to download are fetched a few at once.
+	var missing []int
+	for _, k := range chunks {
+		h, err := c.hold(k, false)
+		if err == nil && h == nil {
+			missing = append(missing, k)
+			continue
 		}
-		defer c.unhold(h)
-		ch := h.ch
-		for _, p := range parts {
-			if err := ch.readAt(p.buf, p.off); err != nil {
-				return &SpanError{Index: p.span, Off: c.bounds[k] + p.off, End: c.bounds[k] + p.off + int64(len(p.buf)),
-					Err: c.store.diskError("reading a chunk", err)}
-			}
+		if err = c.serve(k, h, err, byChunk[k]); err != nil {
+			return err
 		}
-		return nil
+	}
+	err := parallel.Each(len(missing), parallel.UpTo(chunkFetches-1), func() {}, func(i int) error {
+		k := missing[i]
+		h, err := c.hold(k, true)
+		return c.serve(k, h, err, byChunk[k])
 	})
 	if err != nil || len(outside) == 0 {
 		return err
@@ -175,10 +178,27 @@ func (c *Cached) ReadRanges(spans []Span) error {
 	return nil
 }
 
+// serve copies parts of chunk k out of h, the chunk held for this read (or the error of
+// holding it), and ends the read.
+func (c *Cached) serve(k int, h *heldChunk, err error, parts []part) error {
+	if err != nil {
+		return &SpanError{Index: parts[0].span, Off: c.bounds[k], End: c.bounds[k+1], Err: err}
+	}
+	defer c.unhold(h)
+	for _, p := range parts {
+		if err := h.ch.readAt(p.buf, p.off); err != nil {
+			return &SpanError{Index: p.span, Off: c.bounds[k] + p.off, End: c.bounds[k] + p.off + int64(len(p.buf)),
+				Err: c.store.diskError("reading a chunk", err)}
+		}
+	}
+	return nil
+}
+
 // hold returns chunk k held for a read (unhold when done): one held already, or the
-// chunk leased (downloaded when not cached) and, when its file can be mapped, kept held
-// for the reads that follow, the least recently used held chunk released if over the bound.
-func (c *Cached) hold(k int) (*heldChunk, error) {
+// chunk leased and, when its file can be mapped, kept held for the reads that follow, the
+// least recently used held chunk released if over the bound. A chunk not cached is
+// downloaded when download is set, else hold returns nil.
+func (c *Cached) hold(k int, download bool) (*heldChunk, error) {
 	c.heldMu.Lock()
 	for i, h := range c.held {
 		if h.k == k {
@@ -189,8 +209,8 @@ func (c *Cached) hold(k int) (*heldChunk, error) {
 		}
 	}
 	c.heldMu.Unlock()
-	ch, err := c.chunk(k)
-	if err != nil {
+	ch, err := c.chunk(k, download)
+	if err != nil || ch == nil {
 		return nil, err
 	}
 	h := &heldChunk{k: k, ch: ch, users: 1}
@@ -240,17 +260,25 @@ func (c *Cached) heldLimit() int {
 	return heldChunks
 }
 
-// chunk leases chunk k, downloading it with one request when it is not cached. A cached
-// chunk's file is read ahead whole the first time: the reads that follow find it in the
-// page cache, as a chunk-aware order reads every sample of a chunk before long.
-func (c *Cached) chunk(k int) (*chunk, error) {
+// chunk leases chunk k, downloading it with one request when it is not cached (unless
+// download is unset: then a chunk not cached is nil). A cached chunk's file is read ahead
+// whole the first time: the reads that follow find it in the page cache, as a chunk-aware
+// order reads every sample of a chunk before long.
+func (c *Cached) chunk(k int, download bool) (*chunk, error) {
 	off := c.bounds[k]
-	ch, err := c.store.get(c.chunkName(k), c.bounds[k+1]-off, !c.SamplesChecked, func(buf []byte) error {
-		if one, ok := c.under.(SpanReader); ok {
-			return one.ReadSpan(Span{Off: off, Buf: buf})
-		}
-		return c.under.ReadRanges([]Span{{Off: off, Buf: buf}})
-	}, c.stats)
+	name, n, check := c.chunkName(k), c.bounds[k+1]-off, !c.SamplesChecked
+	var ch *chunk
+	var err error
+	if download {
+		ch, err = c.store.get(name, n, check, func(buf []byte) error {
+			if one, ok := c.under.(SpanReader); ok {
+				return one.ReadSpan(Span{Off: off, Buf: buf})
+			}
+			return c.under.ReadRanges([]Span{{Off: off, Buf: buf}})
+		}, c.stats)
+	} else if ch = c.store.cached(name, n, check, c.stats); ch == nil {
+		return nil, nil
+	}
 	if err == nil && c.readAhead[k].CompareAndSwap(false, true) {
 		ch.readAhead()
 	}
@@ -324,7 +352,7 @@ func (c *Cached) Prefetch(offsets []int64) int {
 	go func() {
 		defer c.prefetching.Store(0)
 		_ = parallel.Each(len(todo), parallel.UpTo(chunkFetches-1), func() {}, func(i int) error {
-			ch, err := c.chunk(todo[i])
+			ch, err := c.chunk(todo[i], true)
 			if err == nil {
 				c.stats.Prefetched.Add(1)
 				ch.release()
