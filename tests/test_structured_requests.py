@@ -74,3 +74,15 @@ def test_nearby_values_merge_into_one_request(served):
         before = data_gets(srv)
         label.read(np.random.default_rng(3).choice(N, 64, replace=False))
         assert data_gets(srv) - before == 1  # 64 labels 8 bytes each, bytes apart: one GET
+
+
+def test_opening_asks_for_the_spec_once_then_opens_the_fields_together(served):
+    # Every process of a job opens the dataset as it starts, each open a round trip to the
+    # store: the spec is one GET (no HEAD first), and the fields' files open at once.
+    srv, _, _ = served
+    with RangeServer(srv.objects, latency=0.1) as slow:
+        with DatasetReader(slow.url + "/ds/") as reader:
+            assert slow.gets["/ds/spec.json"] == 1
+            assert slow.requests == 1 + 2 * 2  # the spec; per field, its size and its header
+            assert slow.peak == 2
+            assert reader[3]["label"] == 21

@@ -8,6 +8,7 @@ import os
 import threading
 import zlib
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,6 +22,9 @@ from . import codecs, sequence
 from .errors import (CodecError, CorruptDatasetError, IncompleteDatasetError, MaskError,
                      SequenceRangeError, SpecError)
 from .spec import Field, read_spec_and_metadata
+
+# Remote field files opened at once by a DatasetReader (each open is a request).
+_OPENS_AT_ONCE = 16
 
 # What a mask asks of a field: WHOLE, or a (start, stop, step) range of a sequence's
 # elements, stop None meaning "to the end".
@@ -237,8 +241,7 @@ class DatasetReader(Readable):
         self._cache_lock = threading.Lock()
         self._joint: FileReader | None = None  # every field's file, for one call per batch
         try:
-            for name, field in self._fields.items():
-                self._readers[name] = self._open_field(field)
+            self._open_fields()
         except BaseException:
             self.close()
             raise
@@ -281,6 +284,24 @@ class DatasetReader(Readable):
         del view
         reads.give_back(kit)  # unless a decoder kept a view of its buffer
         return out
+
+    def _open_fields(self) -> None:
+        """Opens every field's file into ``_readers`` (in spec order); a remote dataset's all
+        at once: each open waits a round trip to the store (the object's version), and
+        every process of a job opens the dataset as it starts."""
+        fields = list(self._fields.values())
+        if not isinstance(self.directory, _remote.RemotePath) or len(fields) < 2:
+            for field in fields:
+                self._readers[field.name] = self._open_field(field)
+            return
+        with ThreadPoolExecutor(max_workers=min(len(fields), _OPENS_AT_ONCE)) as pool:
+            opening = [(field.name, pool.submit(self._open_field, field)) for field in fields]
+        failed = [f.exception() for _, f in opening if f.exception() is not None]
+        for name, f in opening:
+            if f.exception() is None:
+                self._readers[name] = f.result()  # closed by the caller when one failed
+        if failed:
+            raise failed[0]
 
     def _open_field(self, field: Field) -> FileReader:
         path = self.directory / field.file
