@@ -20,9 +20,13 @@ GETs, bytes downloaded and bytes in the cache, and the goals: GETs per cold epoc
 
     python benchmarks/cache_epoch.py [--samples 20000] [--latency 0.02] [--quick] [--repeat 3]
 
-With ``--repeat``, that many rounds run (each: every contender cold, its cache emptied
-first, then warm, and the local epoch), and the goals compare medians (the ratio of each
-side-by-side pair is printed too).
+With ``--repeat``, that many rounds run (each: ffrecord cold, its cache emptied first, then
+``--pairs`` pairs of a warm and a local epoch, alternating which goes first; then each peer
+cold and warm), and the goals compare medians (the ratio of each side-by-side pair is
+printed too). Every ffrecord epoch reads the same order; after each cold epoch the cache's
+dirty pages are written back (``sync``, not timed), so that the kernel does not write them
+in the middle of a later epoch. The epochs are short (a fraction of a second for 20,000
+samples), so a shared machine's load swings single figures: compare the pairs.
 """
 
 from __future__ import annotations
@@ -116,7 +120,6 @@ def epoch(kind: str, where: str, cache: str | None, chunk_size: int, window: int
     local directory); returns samples/s and the reader's counters."""
     import time
 
-    from ffrecord import FileReader
     from ffrecord.dataset import DatasetReader
     from ffrecord.order import ChunkShuffle
     from ffrecord.torch import DataLoader, Dataset, StructuredDataset
@@ -127,7 +130,7 @@ def epoch(kind: str, where: str, cache: str | None, chunk_size: int, window: int
     if kind == "plain":
         dataset = Dataset(base + "/plain.ffr", storage_options=opts)
         dataset.process = _images
-        bounds = FileReader(base + "/plain.ffr", storage_options=opts).chunk_bounds(chunk_size)
+        bounds = dataset.reader.chunk_bounds(chunk_size)
     else:
         reader = DatasetReader(base + "/structured/", storage_options=opts)
         dataset = StructuredDataset(reader, transform=_structured)
@@ -195,6 +198,8 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=4)
     parser.add_argument("--quick", action="store_true", help="4,000 samples, 2 MiB chunks")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every epoch, side by side")
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="warm and local epochs per round, side by side, which goes first alternating")
     parser.add_argument("--peers", default="streaming,litdata",
                         help="comma-separated: streaming (mosaicml-streaming), litdata; '' for none")
     parser.add_argument("--epoch", help=argparse.SUPPRESS)
@@ -225,6 +230,9 @@ def main() -> None:
         print(f"{args.samples:,} samples of 16 KiB ({data_bytes / 2**20:.0f} MiB), {args.latency * 1000:.0f} ms "
               f"per request, chunks of {args.chunk_size / 2**20:g} MiB, windows of {args.window} chunks; "
               "DataLoader: 2 workers, batch 64; every epoch in a fresh process")
+        print(f"Every ffrecord epoch (cold, warm, local) reads the same chunk-aware order (ChunkShuffle, seed 0, "
+              f"windows of {args.window} chunks); the peers use their own shuffles. Each round: a cold epoch, then "
+              f"{args.pairs} pairs of a warm and a local epoch, alternating which goes first.")
         print("| dataset | epoch | samples/s | GETs (of .ffr files) | MiB downloaded | MiB in cache |")
         print("| --- | --- | --- | --- | --- | --- |")
         results: dict[tuple[str, str], list[tuple[float, int, int, int]]] = {}
@@ -241,6 +249,8 @@ def main() -> None:
             data_gets = sum(n - before["gets"].get(p, 0) for p, n in after["gets"].items() if p.endswith(".ffr"))
             got = after["bytes"] - before["bytes"]
             in_cache = dir_bytes(cache) if cache is not None and cache.exists() else 0
+            if name.endswith("cold"):  # its cache's dirty pages written back now, not by the
+                os.sync()  # kernel in the middle of a later epoch (not timed)
             results.setdefault((kind, name), []).append((r["samples_per_s"], gets, got, data_gets))
             ours = "" if " " in name else f" ({data_gets:,})"
             print(f"| {kind} | {name} | {r['samples_per_s']:,.0f} | {gets:,}{ours} | {got / 2**20:,.1f} | "
@@ -252,9 +262,12 @@ def main() -> None:
             for _ in range(args.repeat):
                 cache = work / f"cache-{kind}"
                 shutil.rmtree(cache, ignore_errors=True)
-                for name in ("cold", "warm"):
-                    measure(kind, name, [kind, url, str(cache), args.chunk_size, args.window], cache)
-                measure(kind, "local", [kind, str(root), None, args.chunk_size, args.window], None)
+                ours = {"warm": ([kind, url, str(cache), args.chunk_size, args.window], cache),
+                        "local": ([kind, str(root), None, args.chunk_size, args.window], None)}
+                measure(kind, "cold", *ours["warm"])
+                for pair in range(args.pairs):
+                    for name in ("warm", "local") if pair % 2 == 0 else ("local", "warm"):
+                        measure(kind, name, *ours[name])
                 for peer in peers:
                     local = work / f"{peer}-{kind}"
                     shutil.rmtree(local, ignore_errors=True)

@@ -1,10 +1,12 @@
 package source
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -113,57 +115,68 @@ func (c *Cached) chunkOf(off int64) int {
 	return k
 }
 
-// part is the piece of a caller's span that lies in one chunk (or outside every chunk).
+// part is the piece of a caller's span that lies in chunk k: bytes [at, at+n) of the
+// span's buffer, from off in the chunk. (No pointer in it: a batch of many small samples
+// makes one allocation the GC need not scan.)
 type part struct {
-	span int
-	off  int64
-	buf  []byte
+	k, span, at, n int
+	off            int64
 }
 
 // ReadRanges serves spans from their chunks, downloading the missing chunks (a few at
 // once), and reads bytes outside the chunks from the source below.
 func (c *Cached) ReadRanges(spans []Span) error {
-	byChunk := map[int][]part{}
+	// One slice of parts, grouped by chunk: a batch of many small samples (a field of
+	// labels read whole: one span per datapoint) allocates little.
+	parts := make([]part, 0, len(spans))
 	var outside []Span
 	var outsideSpan []int
+	k := -1
 	for i, sp := range spans {
-		off, buf := sp.Off, sp.Buf
-		for len(buf) > 0 {
-			k := c.chunkOf(off)
-			if k < 0 {
-				outside = append(outside, Span{Off: off, Buf: buf})
-				outsideSpan = append(outsideSpan, i)
-				break
+		for at := 0; at < len(sp.Buf); {
+			off := sp.Off + int64(at)
+			if k < 0 || off < c.bounds[k] || off >= c.bounds[k+1] {
+				if k = c.chunkOf(off); k < 0 {
+					outside = append(outside, Span{Off: off, Buf: sp.Buf[at:]})
+					outsideSpan = append(outsideSpan, i)
+					break
+				}
 			}
-			n := min(int64(len(buf)), c.bounds[k+1]-off)
-			byChunk[k] = append(byChunk[k], part{span: i, off: off - c.bounds[k], buf: buf[:n]})
-			off, buf = off+n, buf[n:]
+			n := int(min(int64(len(sp.Buf)-at), c.bounds[k+1]-off))
+			parts = append(parts, part{k: k, span: i, at: at, n: n, off: off - c.bounds[k]})
+			at += n
 		}
 	}
-	chunks := make([]int, 0, len(byChunk))
-	for k := range byChunk {
-		chunks = append(chunks, k)
+	byChunk := func(a, b part) int { return cmp.Compare(a.k, b.k) }
+	if !slices.IsSortedFunc(parts, byChunk) {
+		slices.SortStableFunc(parts, byChunk)
 	}
-	sort.Ints(chunks)
 	// Chunks held or cached are copied out here, on the calling goroutine: a helper
 	// goroutine per chunk would cost more in thread wake-ups than the copy (a warm batch
 	// drawn from a window of a few chunks), and the loader's workers keep the cores
 	// busy anyway. Only the chunks to download are fetched a few at once.
-	var missing []int
-	for _, k := range chunks {
-		h, err := c.hold(k, false)
+	var missing [][]part
+	for at := 0; at < len(parts); {
+		run := parts[at:]
+		for n := 1; n < len(run); n++ {
+			if run[n].k != run[0].k {
+				run = run[:n]
+				break
+			}
+		}
+		at += len(run)
+		h, err := c.hold(run[0].k, false)
 		if err == nil && h == nil {
-			missing = append(missing, k)
+			missing = append(missing, run)
 			continue
 		}
-		if err = c.serve(k, h, err, byChunk[k]); err != nil {
+		if err = c.serve(h, err, spans, run); err != nil {
 			return err
 		}
 	}
 	err := parallel.Each(len(missing), parallel.UpTo(chunkFetches-1), func() {}, func(i int) error {
-		k := missing[i]
-		h, err := c.hold(k, true)
-		return c.serve(k, h, err, byChunk[k])
+		h, err := c.hold(missing[i][0].k, true)
+		return c.serve(h, err, spans, missing[i])
 	})
 	if err != nil || len(outside) == 0 {
 		return err
@@ -178,16 +191,17 @@ func (c *Cached) ReadRanges(spans []Span) error {
 	return nil
 }
 
-// serve copies parts of chunk k out of h, the chunk held for this read (or the error of
-// holding it), and ends the read.
-func (c *Cached) serve(k int, h *heldChunk, err error, parts []part) error {
+// serve copies parts of spans (all of one chunk) out of h, the chunk held for this read
+// (or the error of holding it), and ends the read.
+func (c *Cached) serve(h *heldChunk, err error, spans []Span, parts []part) error {
+	k := parts[0].k
 	if err != nil {
 		return &SpanError{Index: parts[0].span, Off: c.bounds[k], End: c.bounds[k+1], Err: err}
 	}
 	defer c.unhold(h)
 	for _, p := range parts {
-		if err := h.ch.readAt(p.buf, p.off); err != nil {
-			return &SpanError{Index: p.span, Off: c.bounds[k] + p.off, End: c.bounds[k] + p.off + int64(len(p.buf)),
+		if err := h.ch.readAt(spans[p.span].Buf[p.at:p.at+p.n], p.off); err != nil {
+			return &SpanError{Index: p.span, Off: c.bounds[k] + p.off, End: c.bounds[k] + p.off + int64(p.n),
 				Err: c.store.diskError("reading a chunk", err)}
 		}
 	}
