@@ -19,7 +19,7 @@ loader's workers: a figure the machine's load swings far less than wall time), G
 downloaded and bytes in the cache, and the goals: GETs per cold epoch within 1.1x of
 bytes/chunk size, no data GET when warm, warm within 10% of local disk.
 
-    python benchmarks/cache_epoch.py [--samples 20000] [--latency 0.02] [--quick] [--repeat 3] [--pairs 3]
+    python benchmarks/cache_epoch.py [--samples 20000] [--latency 0.02] [--quick] [--repeat 3] [--pairs 2]
 
 With ``--repeat``, that many rounds run (each: ffrecord cold, its cache emptied first, then
 ``--pairs`` pairs of a warm and a local epoch, alternating which goes first; then each peer
@@ -208,7 +208,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=4)
     parser.add_argument("--quick", action="store_true", help="4,000 samples, 2 MiB chunks")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every epoch, side by side")
-    parser.add_argument("--pairs", type=int, default=3,
+    parser.add_argument("--pairs", type=int, default=2,
                         help="warm and local epochs per round, side by side, which goes first alternating")
     parser.add_argument("--peers", default="streaming,litdata",
                         help="comma-separated: streaming (mosaicml-streaming), litdata; '' for none")
