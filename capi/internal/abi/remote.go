@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/ffrecord/ffrecord/core"
 	"github.com/ffrecord/ffrecord/core/remote"
 )
 
@@ -92,6 +93,10 @@ func FetchText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Poi
 	if url == nil || needed == nil {
 		return failf(StatusInvalid, fn+": url or needed is NULL")
 	}
+	opts, err := storageOptions(fn, options)
+	if err != nil {
+		return fail(err)
+	}
 	client, status := clientFor(fn, options)
 	if client == nil {
 		return status
@@ -103,6 +108,25 @@ func FetchText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Poi
 	data, err := obj.ReadAll(maxText)
 	if err != nil {
 		return fail(err)
+	}
+	core.RememberText(opts.CacheDir, cString(url), data)
+	return copyText(string(data), buf, size, needed)
+}
+
+// FetchedText implements ffr_fetched_text.
+func FetchedText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_fetched_text"
+	if url == nil || needed == nil {
+		return failf(StatusInvalid, fn+": url or needed is NULL")
+	}
+	opts, err := storageOptions(fn, options)
+	if err != nil {
+		return fail(err)
+	}
+	data, ok := core.RememberedText(opts.CacheDir, cString(url))
+	if !ok {
+		return failf(StatusNotFound, fn+": no copy of this document kept")
 	}
 	return copyText(string(data), buf, size, needed)
 }
