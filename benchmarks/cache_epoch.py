@@ -14,15 +14,20 @@ that comes with one; the peers: their index files) to the epoch's last batch.
 
 The order is chunk-aware, ``ffrecord.order.ChunkShuffle``: chunks (``FileReader.chunk_bounds``)
 are permuted and read a window of ``--window`` chunks at a time, samples shuffled within the
-window. Printed per epoch: samples/s,
-GETs, bytes downloaded and bytes in the cache, and the goals: GETs per cold epoch within
-1.1x of bytes/chunk size, no data GET when warm, warm within 10% of local disk.
+window. Printed per epoch: samples/s, the CPU seconds the epoch took (its process and the
+loader's workers: a figure the machine's load swings far less than wall time), GETs, bytes
+downloaded and bytes in the cache, and the goals: GETs per cold epoch within 1.1x of
+bytes/chunk size, no data GET when warm, warm within 10% of local disk.
 
-    python benchmarks/cache_epoch.py [--samples 20000] [--latency 0.02] [--quick] [--repeat 3]
+    python benchmarks/cache_epoch.py [--samples 20000] [--latency 0.02] [--quick] [--repeat 3] [--pairs 2]
 
-With ``--repeat``, that many rounds run (each: every contender cold, its cache emptied
-first, then warm, and the local epoch), and the goals compare medians (the ratio of each
-side-by-side pair is printed too).
+With ``--repeat``, that many rounds run (each: ffrecord cold, its cache emptied first, then
+``--pairs`` pairs of a warm and a local epoch, alternating which goes first; then each peer
+cold and warm), and the goals compare medians (the ratio of each side-by-side pair is
+printed too). Every ffrecord epoch reads the same order; after each cold epoch the cache's
+dirty pages are written back (``sync``, not timed), so that the kernel does not write them
+in the middle of a later epoch. The epochs are short (a fraction of a second for 20,000
+samples), so a shared machine's load swings single figures: compare the pairs.
 """
 
 from __future__ import annotations
@@ -116,18 +121,17 @@ def epoch(kind: str, where: str, cache: str | None, chunk_size: int, window: int
     local directory); returns samples/s and the reader's counters."""
     import time
 
-    from ffrecord import FileReader
     from ffrecord.dataset import DatasetReader
     from ffrecord.order import ChunkShuffle
     from ffrecord.torch import DataLoader, Dataset, StructuredDataset
 
     opts = {"cache_dir": cache, "chunk_size": chunk_size} if cache else None
     base = where.rstrip("/")
-    start = time.perf_counter()  # opening counts: it downloads the headers and a first chunk
+    start, cpu = time.perf_counter(), _cpu_seconds()  # opening counts: it downloads the headers and a first chunk
     if kind == "plain":
         dataset = Dataset(base + "/plain.ffr", storage_options=opts)
         dataset.process = _images
-        bounds = FileReader(base + "/plain.ffr", storage_options=opts).chunk_bounds(chunk_size)
+        bounds = dataset.reader.chunk_bounds(chunk_size)
     else:
         reader = DatasetReader(base + "/structured/", storage_options=opts)
         dataset = StructuredDataset(reader, transform=_structured)
@@ -135,7 +139,7 @@ def epoch(kind: str, where: str, cache: str | None, chunk_size: int, window: int
     loader = DataLoader(dataset, batch_size=64, order=ChunkShuffle(bounds, seed=0, window=window),
                         num_workers=2)
     n = sum(len(batch) for batch in loader)
-    return {"samples_per_s": n / (time.perf_counter() - start), "samples": n}
+    return {"samples_per_s": n / (time.perf_counter() - start), "samples": n, "cpu_s": _cpu_seconds() - cpu}
 
 
 def peer_epoch(peer: str, kind: str, url: str, local: str) -> dict[str, float]:
@@ -145,7 +149,7 @@ def peer_epoch(peer: str, kind: str, url: str, local: str) -> dict[str, float]:
 
     import torch.utils.data
 
-    start = time.perf_counter()  # opening counts, as ffrecord's does (index files)
+    start, cpu = time.perf_counter(), _cpu_seconds()  # opening counts, as ffrecord's does (index files)
     if peer == "streaming":
         from streaming import StreamingDataset
 
@@ -168,7 +172,16 @@ def peer_epoch(peer: str, kind: str, url: str, local: str) -> dict[str, float]:
     loader = torch.utils.data.DataLoader(dataset, batch_size=64, num_workers=2,
                                          collate_fn=_count_collate)
     n = sum(loader)
-    return {"samples_per_s": n / (time.perf_counter() - start), "samples": n}
+    return {"samples_per_s": n / (time.perf_counter() - start), "samples": n, "cpu_s": _cpu_seconds() - cpu}
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the loader's workers, joined when
+    an epoch ends): a figure that a shared machine's load swings far less than wall time."""
+    import resource
+
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def _count_collate(batch: list) -> int:
@@ -195,6 +208,8 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=4)
     parser.add_argument("--quick", action="store_true", help="4,000 samples, 2 MiB chunks")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every epoch, side by side")
+    parser.add_argument("--pairs", type=int, default=2,
+                        help="warm and local epochs per round, side by side, which goes first alternating")
     parser.add_argument("--peers", default="streaming,litdata",
                         help="comma-separated: streaming (mosaicml-streaming), litdata; '' for none")
     parser.add_argument("--epoch", help=argparse.SUPPRESS)
@@ -225,8 +240,11 @@ def main() -> None:
         print(f"{args.samples:,} samples of 16 KiB ({data_bytes / 2**20:.0f} MiB), {args.latency * 1000:.0f} ms "
               f"per request, chunks of {args.chunk_size / 2**20:g} MiB, windows of {args.window} chunks; "
               "DataLoader: 2 workers, batch 64; every epoch in a fresh process")
-        print("| dataset | epoch | samples/s | GETs (of .ffr files) | MiB downloaded | MiB in cache |")
-        print("| --- | --- | --- | --- | --- | --- |")
+        print(f"Every ffrecord epoch (cold, warm, local) reads the same chunk-aware order (ChunkShuffle, seed 0, "
+              f"windows of {args.window} chunks); the peers use their own shuffles. Each round: a cold epoch, then "
+              f"{args.pairs} pairs of a warm and a local epoch, alternating which goes first.")
+        print("| dataset | epoch | samples/s | CPU s | GETs (of .ffr files) | MiB downloaded | MiB in cache |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
         results: dict[tuple[str, str], list[tuple[float, int, int, int]]] = {}
 
         def measure(kind: str, name: str, call: list[Any], cache: Path | None) -> None:
@@ -234,17 +252,19 @@ def main() -> None:
             try:
                 r = _child(call)
             except Exception as exc:  # a peer failing is reported, not hidden
-                print(f"| {kind} | {name} | failed: {str(exc).splitlines()[-1][:120]} | | | |", flush=True)
+                print(f"| {kind} | {name} | failed: {str(exc).splitlines()[-1][:120]} | | | | |", flush=True)
                 return
             after = counters(server_url)
             gets = sum(after["gets"].values()) - sum(before["gets"].values())
             data_gets = sum(n - before["gets"].get(p, 0) for p, n in after["gets"].items() if p.endswith(".ffr"))
             got = after["bytes"] - before["bytes"]
             in_cache = dir_bytes(cache) if cache is not None and cache.exists() else 0
-            results.setdefault((kind, name), []).append((r["samples_per_s"], gets, got, data_gets))
+            if name.endswith("cold"):  # its cache's dirty pages written back now, not by the
+                os.sync()  # kernel in the middle of a later epoch (not timed)
+            results.setdefault((kind, name), []).append((r["samples_per_s"], gets, got, data_gets, r["cpu_s"]))
             ours = "" if " " in name else f" ({data_gets:,})"
-            print(f"| {kind} | {name} | {r['samples_per_s']:,.0f} | {gets:,}{ours} | {got / 2**20:,.1f} | "
-                  f"{in_cache / 2**20:,.1f} |", flush=True)
+            print(f"| {kind} | {name} | {r['samples_per_s']:,.0f} | {r['cpu_s']:.2f} | {gets:,}{ours} | "
+                  f"{got / 2**20:,.1f} | {in_cache / 2**20:,.1f} |", flush=True)
 
         # Each round: every contender cold (its cache emptied first) then warm, and the local
         # epoch, side by side; --repeat rounds (the machine is shared: figures are noisy).
@@ -252,9 +272,12 @@ def main() -> None:
             for _ in range(args.repeat):
                 cache = work / f"cache-{kind}"
                 shutil.rmtree(cache, ignore_errors=True)
-                for name in ("cold", "warm"):
-                    measure(kind, name, [kind, url, str(cache), args.chunk_size, args.window], cache)
-                measure(kind, "local", [kind, str(root), None, args.chunk_size, args.window], None)
+                ours = {"warm": ([kind, url, str(cache), args.chunk_size, args.window], cache),
+                        "local": ([kind, str(root), None, args.chunk_size, args.window], None)}
+                measure(kind, "cold", *ours["warm"])
+                for pair in range(args.pairs):
+                    for name in ("warm", "local") if pair % 2 == 0 else ("local", "warm"):
+                        measure(kind, name, *ours[name])
                 for peer in peers:
                     local = work / f"{peer}-{kind}"
                     shutil.rmtree(local, ignore_errors=True)
@@ -270,7 +293,8 @@ def main() -> None:
                   f"({'met' if all(c[1] <= 1.1 * chunks for c in colds) else 'missed'}); warm data GETs "
                   f"{max(w[3] for w in warms)} ({'met' if all(w[3] == 0 for w in warms) else 'missed'}); "
                   f"warm/local {warm / local:.2f} (medians of {len(warms)}; pairs "
-                  f"{min(ratios):.2f}-{max(ratios):.2f}) ({'met' if warm >= 0.9 * local else 'missed'})")
+                  f"{min(ratios):.2f}-{max(ratios):.2f}) ({'met' if warm >= 0.9 * local else 'missed'}); CPU s "
+                  f"warm/local {median(w[4] for w in warms) / median(lo[4] for lo in locals_):.2f} (medians)")
             for peer in peers:
                 theirs = results.get((kind, f"{peer} cold"))
                 if theirs:

@@ -386,6 +386,13 @@ int32_t ffr_upload(const char *path, const char *url, const char *options);
 int32_t ffr_fetch_text(const char *url, const char *options, char *buf, size_t len,
                        size_t *needed);
 
+/* The copy of the document at url that the last ffr_fetch_text with the same cache
+ * directory (options' cache_dir, else FFRECORD_CACHE_DIR) kept, copied as ffr_fetch_text
+ * copies, without a request; FFR_E_NOTFOUND when none was kept. The object may have
+ * changed since: a guess, to start work that a fetch then confirms. */
+int32_t ffr_fetched_text(const char *url, const char *options, char *buf, size_t len,
+                         size_t *needed);
+
 /* Lists what lies directly under the prefix url (s3://bucket/prefix/) into buf,
  * NUL-terminated: one name a line, each ending in '\n', sorted; objects by their name,
  * "sub-directories" (longer keys' next segment) by their name followed by '/'. A missing

@@ -164,6 +164,11 @@ func ffr_fetch_text(url *C.ffr_cchar, options *C.ffr_cchar, buf *C.char, size C.
 	return C.int32_t(abi.FetchText(unsafe.Pointer(url), unsafe.Pointer(options), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
 }
 
+//export ffr_fetched_text
+func ffr_fetched_text(url *C.ffr_cchar, options *C.ffr_cchar, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
+	return C.int32_t(abi.FetchedText(unsafe.Pointer(url), unsafe.Pointer(options), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
+}
+
 //export ffr_list
 func ffr_list(url *C.ffr_cchar, options *C.ffr_cchar, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
 	return C.int32_t(abi.ListEntries(unsafe.Pointer(url), unsafe.Pointer(options), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/ffrecord/ffrecord/core/internal/parallel"
 	"github.com/ffrecord/ffrecord/core/remote"
 	"github.com/ffrecord/ffrecord/core/source"
 )
@@ -50,6 +52,9 @@ type Reader struct {
 	closed bool
 }
 
+// filesAtOnce bounds the remote files a reader opens at once.
+const filesAtOnce = 16
+
 // Open opens paths as one dataset, in the order given. A directory stands for its *.ffr
 // files sorted by name.
 func Open(paths []string, opts ReaderOptions) (*Reader, error) {
@@ -58,15 +63,32 @@ func Open(paths []string, opts ReaderOptions) (*Reader, error) {
 		return nil, err
 	}
 	r := &Reader{opts: opts, starts: make([]uint64, 1, len(names)+1)}
-	for k, name := range names {
-		f, warnings, err := openFile(name, opts, &r.stats, k == 0)
-		if err != nil {
-			r.closeFiles()
-			return nil, err
+	files, warnings, errs := make([]*dataFile, len(names)), make([][]string, len(names)), make([]error, len(names))
+	// Remote files open a few at once: each open waits a round trip or two (the object's
+	// version, its header), which a dump of many parts would otherwise wait file after
+	// file. Files are handed out in order, so every file before a failed one was tried,
+	// and the error reported is the first file's to fail, as when opened one by one.
+	helpers := 0
+	if slices.ContainsFunc(names, remote.IsURL) {
+		helpers = filesAtOnce - 1
+	}
+	_ = parallel.Each(len(names), parallel.UpTo(helpers), func() {}, func(k int) error {
+		files[k], warnings[k], errs[k] = openFile(names[k], opts, &r.stats, k == 0)
+		return errs[k]
+	})
+	if failed := slices.IndexFunc(errs, func(err error) bool { return err != nil }); failed >= 0 {
+		for _, f := range files {
+			if f != nil {
+				r.files = append(r.files, f)
+			}
 		}
+		r.closeFiles()
+		return nil, errs[failed]
+	}
+	for k, f := range files {
 		r.files = append(r.files, f)
 		r.remote = r.remote || f.remote != nil
-		r.warnings = append(r.warnings, warnings...)
+		r.warnings = append(r.warnings, warnings[k]...)
 		r.starts = append(r.starts, r.starts[len(r.starts)-1]+f.samples())
 	}
 	var data, header uint64

@@ -84,10 +84,16 @@ func (c *headerCache) store(image []byte) {
 	if off, end, ok := f.tailSpan(header); ok {
 		entry = append(entry, image[off:end]...)
 	}
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+	writeEntry(c.dir, p, entry)
+}
+
+// writeEntry writes an entry of the cache directory dir at path p aside and renames it
+// into place, so readers never see half of one; failing to cache is not an error.
+func writeEntry(dir, p string, entry []byte) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return
 	}
-	tmp, err := os.CreateTemp(c.dir, ".ffrh-*")
+	tmp, err := os.CreateTemp(dir, ".entry-*")
 	if err != nil {
 		return
 	}
@@ -98,4 +104,36 @@ func (c *headerCache) store(image []byte) {
 	if err != nil {
 		_ = os.Remove(tmp.Name())
 	}
+}
+
+// A small document fetched whole (a dataset's spec.json) is remembered in the cache
+// directory, keyed by URL alone: the last copy seen, which may no longer be the object's.
+// It is a guess of what the next fetch returns, so that a reader can start what depends
+// on it (opening a dataset's field files, a round trip each) while that fetch is under
+// way; the fetch confirms or refutes it, and a refuted guess is thrown away.
+
+// rememberedPath is where dir keeps the last copy of the document at url ("" without a dir).
+func rememberedPath(dir, url string) string {
+	if dir == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(url))
+	return filepath.Join(dir, hex.EncodeToString(sum[:20])+".text")
+}
+
+// RememberText keeps data as the last copy seen of the document at url in dir.
+func RememberText(dir, url string, data []byte) {
+	if p := rememberedPath(dir, url); p != "" {
+		writeEntry(dir, p, data)
+	}
+}
+
+// RememberedText is the last copy of the document at url that RememberText kept in dir.
+func RememberedText(dir, url string) ([]byte, bool) {
+	p := rememberedPath(dir, url)
+	if p == "" {
+		return nil, false
+	}
+	data, err := os.ReadFile(p)
+	return data, err == nil
 }

@@ -225,7 +225,11 @@ func (r *Reader) fetchRemote(b *batch, dst []byte) error {
 		}
 	}
 	scratch := make([]byte, encoded)
-	byFile := map[*dataFile][]int{}
+	// The items of each remote file; a batch of one file (the common case: a whole
+	// field of labels is 20,000 items) asks the map nothing per item.
+	var byFile []fileItems
+	group := map[*dataFile]int{}
+	last := -1
 	for k := range b.items {
 		it := &b.items[k]
 		switch {
@@ -237,23 +241,35 @@ func (r *Reader) fetchRemote(b *batch, dst []byte) error {
 		default:
 			it.src, scratch = scratch[:it.end-it.off], scratch[it.end-it.off:]
 		}
-		if len(it.src) > 0 {
-			byFile[it.file] = append(byFile[it.file], k)
+		if len(it.src) == 0 {
+			continue
 		}
+		if last < 0 || byFile[last].f != it.file {
+			g, ok := group[it.file]
+			if !ok {
+				g = len(byFile)
+				group[it.file] = g
+				var items []int
+				if g == 0 { // room for the whole batch
+					items = make([]int, 0, len(b.items)-k)
+				}
+				byFile = append(byFile, fileItems{f: it.file, items: items})
+			}
+			last = g
+		}
+		byFile[last].items = append(byFile[last].items, k)
 	}
 	// Files are fetched at once: a batch drawn from the many parts of a dump would
 	// otherwise wait one round trip per file. The client's pool bounds the requests.
 	if len(byFile) == 1 {
-		for f, items := range byFile {
-			return r.fetchChecked(f, b.items, items)
-		}
+		return r.fetchChecked(byFile[0].f, b.items, byFile[0].items)
 	}
 	errs := make([]error, 0, len(byFile))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for f, items := range byFile {
+	for _, g := range byFile {
 		wg.Go(func() {
-			if err := r.fetchChecked(f, b.items, items); err != nil {
+			if err := r.fetchChecked(g.f, b.items, g.items); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -265,6 +281,12 @@ func (r *Reader) fetchRemote(b *batch, dst []byte) error {
 		return errs[0]
 	}
 	return nil
+}
+
+// fileItems are the items (indices into a batch's items) of remote file f.
+type fileItems struct {
+	f     *dataFile
+	items []int
 }
 
 // fetchChecked fetches items of remote file f and, with CheckData, fetches once more

@@ -238,3 +238,39 @@ func TestRemoteOpenCloseLeaksNoGoroutine(t *testing.T) {
 		t.Fatalf("%d goroutines after 1000 open/close cycles, %d before", after, before)
 	}
 }
+
+func TestRemoteFilesOpenAtOnce(t *testing.T) {
+	// A dataset of several remote files waits one round trip for all their opens, not one
+	// per file; a file failing to open among them is the error reported.
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var urls []string
+	files := newFileServer(t, dir)
+	var inFlight, peak atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+		}
+		time.Sleep(50 * time.Millisecond)
+		files.serve(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	for k := range 4 {
+		name := fmt.Sprintf("part-%d.ffr", k)
+		writeSamples(t, filepath.Join(dir, name), randomSamples(rng, 10+k, 100), WriterOptions{})
+		urls = append(urls, srv.URL+"/"+name)
+	}
+	r, err := Open(urls, ReaderOptions{CheckData: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Len() != 10+11+12+13 || peak.Load() < 2 {
+		t.Fatalf("%d samples, %d requests at most in flight; want 46 and the files opened at once", r.Len(), peak.Load())
+	}
+	_, err = Open(append(urls[:2:2], srv.URL+"/missing.ffr", urls[3]), ReaderOptions{})
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "missing.ffr") {
+		t.Fatalf("a missing file among several: %v, want fs.ErrNotExist naming it", err)
+	}
+}

@@ -74,3 +74,37 @@ def test_nearby_values_merge_into_one_request(served):
         before = data_gets(srv)
         label.read(np.random.default_rng(3).choice(N, 64, replace=False))
         assert data_gets(srv) - before == 1  # 64 labels 8 bytes each, bytes apart: one GET
+
+
+def test_opening_asks_for_the_spec_once_then_opens_the_fields_together(served):
+    # Every process of a job opens the dataset as it starts, each open a round trip to the
+    # store: the spec is one GET (no HEAD first), and the fields' files open at once.
+    srv, _, _ = served
+    with RangeServer(srv.objects, latency=0.1) as slow:
+        with DatasetReader(slow.url + "/ds/") as reader:
+            assert slow.gets["/ds/spec.json"] == 1
+            assert slow.requests == 1 + 2 * 2  # the spec; per field, its size and its header
+            assert slow.peak == 2
+            assert reader[3]["label"] == 21
+
+
+def test_a_warm_open_fetches_the_spec_while_it_opens_the_fields(served, tmp_path):
+    # With a cache directory, the fields the spec named when last read start opening while
+    # the spec is fetched again: one round trip. A dataset replaced meanwhile (other
+    # fields, another length) is opened as it is now.
+    srv, _, images = served
+    with RangeServer(srv.objects, latency=0.1) as slow:
+        url = slow.url + "/ds/"
+        with DatasetReader(url, cache_dir=tmp_path / "cache") as reader:
+            assert slow.peak == 2  # cold: the spec, then the fields' files
+        slow.peak = 0
+        with DatasetReader(url, cache_dir=tmp_path / "cache") as reader:
+            assert slow.peak == 3  # the spec's GET and the two fields' HEADs at once
+            assert reader[7] == {"image": images[7], "label": 49}
+        other = tmp_path / "other"
+        with DatasetWriter(other, {"label": "int", "caption": "utf8"}) as w:
+            for i in range(5):
+                w.append({"label": -i, "caption": f"#{i}"})
+        slow.objects = {f"/ds/{f.name}": f.read_bytes() for f in other.iterdir()}
+        with DatasetReader(url, cache_dir=tmp_path / "cache") as reader:
+            assert len(reader) == 5 and reader[3] == {"label": -3, "caption": "#3"}

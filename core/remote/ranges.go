@@ -293,20 +293,48 @@ func checkContentRange(header string, off int64) error {
 	return nil
 }
 
-// ReadAll returns the whole object, refusing one larger than limit bytes.
+// ReadAll returns the whole object, refusing one larger than limit bytes, with one GET:
+// a small document (a dataset's spec) read as a job starts costs one round trip, not a
+// HEAD for its size and then a GET.
 func (o *Object) ReadAll(limit int64) ([]byte, error) {
-	size, _, err := o.Stat()
-	if err != nil {
-		return nil, err
+	var data []byte
+	refused := int64(-1) // the size of an object too large (not an error to retry)
+	attempt := 0
+	err := o.c.do(context.Background(), "GET", o.loc, func(ctx context.Context) (*http.Request, error) {
+		o.observe(&attempt)
+		req, err := o.c.request(ctx, http.MethodGet, o.loc, o.loc.url, nil, emptyHash)
+		if err == nil {
+			o.pin(req)
+		}
+		return req, err
+	}, func(resp *http.Response) error {
+		if err := o.checkETag(resp); err != nil {
+			return err
+		}
+		if resp.ContentLength > limit {
+			refused = resp.ContentLength
+			return nil
+		}
+		counted := &countingReader{r: resp.Body}
+		body, err := io.ReadAll(io.LimitReader(counted, limit+1))
+		if o.observer != nil {
+			o.observer.Received(counted.n)
+		}
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: %v", ErrShortBody, err)
+		case int64(len(body)) > limit:
+			refused = int64(len(body))
+		case resp.ContentLength >= 0 && int64(len(body)) != resp.ContentLength:
+			return fmt.Errorf("%w: %d of %d bytes", ErrShortBody, len(body), resp.ContentLength)
+		}
+		data = body
+		return nil
+	})
+	if err == nil && refused >= 0 {
+		return nil, fmt.Errorf("%w: %s is more than the %d bytes read whole (%d or more)", ErrUnsupported, o.loc.raw, limit, refused)
 	}
-	if size > limit {
-		return nil, fmt.Errorf("%w: %s is %d bytes, more than the %d read whole", ErrUnsupported, o.loc.raw, size, limit)
-	}
-	data := make([]byte, size)
-	if err := o.ReadRanges([]Span{{Off: 0, Buf: data}}); err != nil {
-		return nil, err
-	}
-	return data, nil
+	return data, err
 }
 
 // skipBuffers hold the bytes of bridged gaps on their way to nowhere: large, so that a

@@ -227,3 +227,27 @@ func TestPlanAlwaysMergesGapsUnderTheWasteBound(t *testing.T) {
 		t.Fatalf("%d requests, want 64", n)
 	}
 }
+
+func TestReadAllIsOneGetAndRefusesALargeObjectOnce(t *testing.T) {
+	data := pattern(5000)
+	srv := newFakeServer(t, data)
+	o, _ := testClient(t, Options{Retries: 3}).Object(srv.URL + "/obj")
+	got, err := o.ReadAll(5000)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("ReadAll: %d bytes, %v", len(got), err)
+	}
+	if n := srv.requests.Load(); n != 1 || srv.seen[0].Method != http.MethodGet {
+		t.Fatalf("%d requests (first %s), want one GET", n, srv.seen[0].Method)
+	}
+	srv.requests.Store(0)
+	if _, err := o.ReadAll(4999); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "4999") {
+		t.Fatalf("an object over the limit: %v, want ErrUnsupported naming the limit", err)
+	}
+	if n := srv.requests.Load(); n != 1 {
+		t.Fatalf("%d requests for an object over the limit, want 1 (not retried)", n)
+	}
+	srv.then(status(404))
+	if _, err := o.ReadAll(5000); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a missing object: %v, want fs.ErrNotExist", err)
+	}
+}

@@ -114,6 +114,27 @@ func TestCacheServesChunksOnceAndSurvivesRestart(t *testing.T) {
 	}
 }
 
+func TestReadOverCachedAndMissingChunks(t *testing.T) {
+	// A read whose spans lie in chunks cached (served from disk by the caller) and chunks
+	// not (downloaded, a few at once) fills every span, each chunk downloaded once.
+	dir := t.TempDir()
+	obj := newObject(40_100, "v1")
+	c, _ := cachedOver(t, obj, dir, 0, 4_000) // 10 chunks after 100 header bytes
+	for _, off := range []int64{100, 8_100, 20_100} {
+		if err := c.ReadRanges([]Span{{Off: off, Buf: make([]byte, 10)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again, stats := cachedOver(t, obj, dir, 0, 4_000)
+	obj.requests.Store(0)
+	if got := readAll(t, again); !bytes.Equal(got, obj.data) {
+		t.Fatal("bytes read over cached and missing chunks differ")
+	}
+	if stats.Hits.Load() != 3 || stats.Misses.Load() != 7 || obj.requests.Load() != 7+1 {
+		t.Fatalf("hits %d misses %d requests %d, want 3, 7 and 8", stats.Hits.Load(), stats.Misses.Load(), obj.requests.Load())
+	}
+}
+
 func TestCacheKeysByVersion(t *testing.T) {
 	dir := t.TempDir()
 	old := newObject(20_000, "v1")

@@ -1,10 +1,12 @@
 package source
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -113,54 +115,68 @@ func (c *Cached) chunkOf(off int64) int {
 	return k
 }
 
-// part is the piece of a caller's span that lies in one chunk (or outside every chunk).
+// part is the piece of a caller's span that lies in chunk k: bytes [at, at+n) of the
+// span's buffer, from off in the chunk. (No pointer in it: a batch of many small samples
+// makes one allocation the GC need not scan.)
 type part struct {
-	span int
-	off  int64
-	buf  []byte
+	k, span, at, n int
+	off            int64
 }
 
 // ReadRanges serves spans from their chunks, downloading the missing chunks (a few at
 // once), and reads bytes outside the chunks from the source below.
 func (c *Cached) ReadRanges(spans []Span) error {
-	byChunk := map[int][]part{}
+	// One slice of parts, grouped by chunk: a batch of many small samples (a field of
+	// labels read whole: one span per datapoint) allocates little.
+	parts := make([]part, 0, len(spans))
 	var outside []Span
 	var outsideSpan []int
+	k := -1
 	for i, sp := range spans {
-		off, buf := sp.Off, sp.Buf
-		for len(buf) > 0 {
-			k := c.chunkOf(off)
-			if k < 0 {
-				outside = append(outside, Span{Off: off, Buf: buf})
-				outsideSpan = append(outsideSpan, i)
+		for at := 0; at < len(sp.Buf); {
+			off := sp.Off + int64(at)
+			if k < 0 || off < c.bounds[k] || off >= c.bounds[k+1] {
+				if k = c.chunkOf(off); k < 0 {
+					outside = append(outside, Span{Off: off, Buf: sp.Buf[at:]})
+					outsideSpan = append(outsideSpan, i)
+					break
+				}
+			}
+			n := int(min(int64(len(sp.Buf)-at), c.bounds[k+1]-off))
+			parts = append(parts, part{k: k, span: i, at: at, n: n, off: off - c.bounds[k]})
+			at += n
+		}
+	}
+	byChunk := func(a, b part) int { return cmp.Compare(a.k, b.k) }
+	if !slices.IsSortedFunc(parts, byChunk) {
+		slices.SortStableFunc(parts, byChunk)
+	}
+	// Chunks held or cached are copied out here, on the calling goroutine: a helper
+	// goroutine per chunk would cost more in thread wake-ups than the copy (a warm batch
+	// drawn from a window of a few chunks), and the loader's workers keep the cores
+	// busy anyway. Only the chunks to download are fetched a few at once.
+	var missing [][]part
+	for at := 0; at < len(parts); {
+		run := parts[at:]
+		for n := 1; n < len(run); n++ {
+			if run[n].k != run[0].k {
+				run = run[:n]
 				break
 			}
-			n := min(int64(len(buf)), c.bounds[k+1]-off)
-			byChunk[k] = append(byChunk[k], part{span: i, off: off - c.bounds[k], buf: buf[:n]})
-			off, buf = off+n, buf[n:]
+		}
+		at += len(run)
+		h, err := c.hold(run[0].k, false)
+		if err == nil && h == nil {
+			missing = append(missing, run)
+			continue
+		}
+		if err = c.serve(h, err, spans, run); err != nil {
+			return err
 		}
 	}
-	chunks := make([]int, 0, len(byChunk))
-	for k := range byChunk {
-		chunks = append(chunks, k)
-	}
-	sort.Ints(chunks)
-	err := parallel.Each(len(chunks), parallel.UpTo(chunkFetches-1), func() {}, func(i int) error {
-		k := chunks[i]
-		parts := byChunk[k]
-		h, err := c.hold(k)
-		if err != nil {
-			return &SpanError{Index: parts[0].span, Off: c.bounds[k], End: c.bounds[k+1], Err: err}
-		}
-		defer c.unhold(h)
-		ch := h.ch
-		for _, p := range parts {
-			if err := ch.readAt(p.buf, p.off); err != nil {
-				return &SpanError{Index: p.span, Off: c.bounds[k] + p.off, End: c.bounds[k] + p.off + int64(len(p.buf)),
-					Err: c.store.diskError("reading a chunk", err)}
-			}
-		}
-		return nil
+	err := parallel.Each(len(missing), parallel.UpTo(chunkFetches-1), func() {}, func(i int) error {
+		h, err := c.hold(missing[i][0].k, true)
+		return c.serve(h, err, spans, missing[i])
 	})
 	if err != nil || len(outside) == 0 {
 		return err
@@ -175,10 +191,28 @@ func (c *Cached) ReadRanges(spans []Span) error {
 	return nil
 }
 
+// serve copies parts of spans (all of one chunk) out of h, the chunk held for this read
+// (or the error of holding it), and ends the read.
+func (c *Cached) serve(h *heldChunk, err error, spans []Span, parts []part) error {
+	k := parts[0].k
+	if err != nil {
+		return &SpanError{Index: parts[0].span, Off: c.bounds[k], End: c.bounds[k+1], Err: err}
+	}
+	defer c.unhold(h)
+	for _, p := range parts {
+		if err := h.ch.readAt(spans[p.span].Buf[p.at:p.at+p.n], p.off); err != nil {
+			return &SpanError{Index: p.span, Off: c.bounds[k] + p.off, End: c.bounds[k] + p.off + int64(p.n),
+				Err: c.store.diskError("reading a chunk", err)}
+		}
+	}
+	return nil
+}
+
 // hold returns chunk k held for a read (unhold when done): one held already, or the
-// chunk leased (downloaded when not cached) and, when its file can be mapped, kept held
-// for the reads that follow, the least recently used held chunk released if over the bound.
-func (c *Cached) hold(k int) (*heldChunk, error) {
+// chunk leased and, when its file can be mapped, kept held for the reads that follow, the
+// least recently used held chunk released if over the bound. A chunk not cached is
+// downloaded when download is set, else hold returns nil.
+func (c *Cached) hold(k int, download bool) (*heldChunk, error) {
 	c.heldMu.Lock()
 	for i, h := range c.held {
 		if h.k == k {
@@ -189,8 +223,8 @@ func (c *Cached) hold(k int) (*heldChunk, error) {
 		}
 	}
 	c.heldMu.Unlock()
-	ch, err := c.chunk(k)
-	if err != nil {
+	ch, err := c.chunk(k, download)
+	if err != nil || ch == nil {
 		return nil, err
 	}
 	h := &heldChunk{k: k, ch: ch, users: 1}
@@ -240,17 +274,25 @@ func (c *Cached) heldLimit() int {
 	return heldChunks
 }
 
-// chunk leases chunk k, downloading it with one request when it is not cached. A cached
-// chunk's file is read ahead whole the first time: the reads that follow find it in the
-// page cache, as a chunk-aware order reads every sample of a chunk before long.
-func (c *Cached) chunk(k int) (*chunk, error) {
+// chunk leases chunk k, downloading it with one request when it is not cached (unless
+// download is unset: then a chunk not cached is nil). A cached chunk's file is read ahead
+// whole the first time: the reads that follow find it in the page cache, as a chunk-aware
+// order reads every sample of a chunk before long.
+func (c *Cached) chunk(k int, download bool) (*chunk, error) {
 	off := c.bounds[k]
-	ch, err := c.store.get(c.chunkName(k), c.bounds[k+1]-off, !c.SamplesChecked, func(buf []byte) error {
-		if one, ok := c.under.(SpanReader); ok {
-			return one.ReadSpan(Span{Off: off, Buf: buf})
-		}
-		return c.under.ReadRanges([]Span{{Off: off, Buf: buf}})
-	}, c.stats)
+	name, n, check := c.chunkName(k), c.bounds[k+1]-off, !c.SamplesChecked
+	var ch *chunk
+	var err error
+	if download {
+		ch, err = c.store.get(name, n, check, func(buf []byte) error {
+			if one, ok := c.under.(SpanReader); ok {
+				return one.ReadSpan(Span{Off: off, Buf: buf})
+			}
+			return c.under.ReadRanges([]Span{{Off: off, Buf: buf}})
+		}, c.stats)
+	} else if ch = c.store.cached(name, n, check, c.stats); ch == nil {
+		return nil, nil
+	}
 	if err == nil && c.readAhead[k].CompareAndSwap(false, true) {
 		ch.readAhead()
 	}
@@ -324,7 +366,7 @@ func (c *Cached) Prefetch(offsets []int64) int {
 	go func() {
 		defer c.prefetching.Store(0)
 		_ = parallel.Each(len(todo), parallel.UpTo(chunkFetches-1), func() {}, func(i int) error {
-			ch, err := c.chunk(todo[i])
+			ch, err := c.chunk(todo[i], true)
 			if err == nil {
 				c.stats.Prefetched.Add(1)
 				ch.release()

@@ -155,11 +155,10 @@ func (c *chunk) release() {
 // cached; a cached chunk file's CRC-32 is checked first when check is set. The chunk is
 // leased until release.
 func (s *Store) get(name string, n int64, check bool, fetch func([]byte) error, stats *Stats) (*chunk, error) {
-	path := filepath.Join(s.dir, name)
-	if c := s.open(path, n, check); c != nil {
-		stats.Hits.Add(1)
+	if c := s.cached(name, n, check, stats); c != nil {
 		return c, nil
 	}
+	path := filepath.Join(s.dir, name)
 	lock, err := LockFile(path+".lock", unix.LOCK_EX)
 	if err != nil {
 		return nil, s.diskError("locking a chunk", err)
@@ -196,6 +195,16 @@ func (s *Store) get(name string, n int64, check bool, fetch func([]byte) error, 
 	}
 	Unlock(tmp)
 	return &chunk{mem: buf[:n]}, nil
+}
+
+// cached returns the chunk called name, of n bytes, leased, when it is cached (see get),
+// else nil.
+func (s *Store) cached(name string, n int64, check bool, stats *Stats) *chunk {
+	c := s.open(filepath.Join(s.dir, name), n, check)
+	if c != nil {
+		stats.Hits.Add(1)
+	}
+	return c
 }
 
 // publish renames a finished download into place, under the eviction lock: a listing

@@ -105,6 +105,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_locate": [c_char_p, POINTER(c_uint32), c_char_p, c_size_t, _sizep],
     "ffr_check_options": [c_char_p],
     "ffr_fetch_text": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
+    "ffr_fetched_text": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_list": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_reader_len": [c_int64, _u64p],
     "ffr_reader_nfiles": [c_int64, _u64p],
@@ -190,11 +191,11 @@ def error_for(status: int) -> Exception:
     Python turns into the subclass for that errno (``PermissionError``,
     ``NotADirectoryError``, ...)."""
     dll = current().dll
-    message = _fetch_text(dll.ffr_errmsg)[1].decode("utf-8", "replace")
+    message = fetch_text_status(dll.ffr_errmsg)[1].decode("utf-8", "replace")
     message = message or f"libffrecord status {status}"
     if status in (E_IO, E_NOTFOUND):
         errno = c_int32()
-        _, path = _fetch_text(dll.ffr_oserror, ctypes.byref(errno))
+        _, path = fetch_text_status(dll.ffr_oserror, ctypes.byref(errno))
         if errno.value:
             return os_exception_for(errno.value)(errno.value, message,
                                                  os.fsdecode(path) if path else None)
@@ -203,12 +204,12 @@ def error_for(status: int) -> Exception:
 
 def copy_text(func: Any, *args: Any) -> bytes:
     """Calls a ``(…, buf, len, needed)`` C function, growing the buffer until the text fits."""
-    status, text = _fetch_text(func, *args)
+    status, text = fetch_text_status(func, *args)
     check(status)
     return text
 
 
-def _fetch_text(func: Any, *args: Any) -> tuple[int, bytes]:
+def fetch_text_status(func: Any, *args: Any) -> tuple[int, bytes]:
     """``copy_text`` that returns the status instead of raising (ffr_errmsg cannot raise)."""
     capacity = _TEXT_CAPACITY
     while True:

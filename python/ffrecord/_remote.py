@@ -213,6 +213,19 @@ def fetch_bytes(url: str, options: dict[str, Any] | None) -> bytes:
     return _lib.copy_text(dll.ffr_fetch_text, url.encode(), encode_options(options))
 
 
+def remembered_bytes(url: str, options: dict[str, Any] | None) -> bytes | None:
+    """The copy of a small document that ``fetch_bytes`` last fetched with the same cache
+    directory (``cache_dir``, else ``FFRECORD_CACHE_DIR``), without a request; None when
+    none was kept. The object may have changed since: a guess, to start work that a fetch
+    then confirms."""
+    dll = _lib.current().dll
+    status, text = _lib.fetch_text_status(dll.ffr_fetched_text, url.encode(), encode_options(options))
+    if status == _lib.E_NOTFOUND:
+        return None
+    _lib.check(status)
+    return text
+
+
 class RemotePath:
     """A URL standing where a ``pathlib.Path`` of a directory or file would: it joins with
     ``/``, reads a small document whole, and is an ``os.PathLike`` that ``FileReader``
@@ -244,6 +257,10 @@ class RemotePath:
     def read_bytes(self) -> bytes:
         """The object's bytes (a small document: at most 16 MiB)."""
         return fetch_bytes(self.url, self.storage_options)
+
+    def remembered_bytes(self) -> bytes | None:
+        """The object's bytes as last read with this cache directory, or None (a guess)."""
+        return remembered_bytes(self.url, self.storage_options)
 
     def is_file(self) -> bool:
         return True  # checked when opened, by the one request that opening makes anyway

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/ffrecord/ffrecord/core"
 	"github.com/ffrecord/ffrecord/core/remote"
 )
 
@@ -85,22 +86,51 @@ func Remove(url, options unsafe.Pointer) (status int32) {
 // maxText bounds what ffr_fetch_text reads: small documents (a dataset's spec).
 const maxText = 16 << 20
 
-// FetchText implements ffr_fetch_text.
+// FetchText implements ffr_fetch_text: the document, kept in the cache directory as the
+// last copy seen (ffr_fetched_text).
 func FetchText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
-	const fn = "ffr_fetch_text"
+	return textCall("ffr_fetch_text", url, options, buf, size, needed, func(u string, opts remote.Options) ([]byte, error) {
+		client, err := remote.For(opts)
+		if err != nil {
+			return nil, &callError{StatusInvalid, fmt.Sprintf("ffr_fetch_text: %v", err)}
+		}
+		obj, err := client.Object(u)
+		if err != nil {
+			return nil, err
+		}
+		data, err := obj.ReadAll(maxText)
+		if err == nil {
+			core.RememberText(opts.CacheDir, u, data)
+		}
+		return data, err
+	})
+}
+
+// FetchedText implements ffr_fetched_text.
+func FetchedText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	return textCall("ffr_fetched_text", url, options, buf, size, needed, func(u string, opts remote.Options) ([]byte, error) {
+		data, ok := core.RememberedText(opts.CacheDir, u)
+		if !ok {
+			return nil, &callError{StatusNotFound, "ffr_fetched_text: no copy of this document kept"}
+		}
+		return data, nil
+	})
+}
+
+// textCall is a call that copies the text of the document at url into buf (the buffer
+// protocol of ffr_fetch_text): read gives it, from the URL and the call's storage options.
+func textCall(fn string, url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer,
+	read func(url string, opts remote.Options) ([]byte, error)) int32 {
 	if url == nil || needed == nil {
 		return failf(StatusInvalid, fn+": url or needed is NULL")
 	}
-	client, status := clientFor(fn, options)
-	if client == nil {
-		return status
-	}
-	obj, err := client.Object(cString(url))
+	opts, err := storageOptions(fn, options)
 	if err != nil {
 		return fail(err)
 	}
-	data, err := obj.ReadAll(maxText)
+	data, err := read(cString(url), opts)
 	if err != nil {
 		return fail(err)
 	}

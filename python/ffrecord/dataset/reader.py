@@ -9,6 +9,7 @@ import sys
 import threading
 import zlib
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,7 +22,10 @@ from ..reader import FileReader
 from . import codecs, sequence
 from .errors import (CodecError, CorruptDatasetError, IncompleteDatasetError, MaskError,
                      SequenceRangeError, SpecError)
-from .spec import Field, read_spec_and_metadata
+from .spec import SPEC_FILE, Field, parse_spec_document, read_spec_and_metadata
+
+# Remote field files opened at once by a DatasetReader (each open is a request).
+_OPENS_AT_ONCE = 16
 
 # What a mask asks of a field: WHOLE, or a (start, stop, step) range of a sequence's
 # elements, stop None meaning "to the end".
@@ -228,21 +232,25 @@ class DatasetReader(Readable):
         self.decoders = decoders
         self.cache_keys = tuple(cache_keys)
         self.check_data = bool(check_data)
-        self._fields, self._length, self._metadata = read_spec_and_metadata(self.directory)
-        self._decoders = codecs.resolve(self._fields, decoders, "decode")
-        for key in self.cache_keys:
-            if key not in self._fields:
-                raise SpecError(f"cache_keys names field {key!r}, which {self.directory} does not "
-                                f"have (fields: {', '.join(self._fields)})")
         self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._cache_lock = threading.Lock()
         self._joint: FileReader | None = None  # every field's file, for one call per batch
+        early = self._open_remembered_fields()
         try:
-            for name, field in self._fields.items():
-                self._readers[name] = self._open_field(field)
+            self._fields, self._length, self._metadata = read_spec_and_metadata(self.directory)
+            self._decoders = codecs.resolve(self._fields, decoders, "decode")
+            for key in self.cache_keys:
+                if key not in self._fields:
+                    raise SpecError(f"cache_keys names field {key!r}, which {self.directory} does not "
+                                    f"have (fields: {', '.join(self._fields)})")
+            self._open_fields(early)
         except BaseException:
             self.close()
             raise
+        finally:
+            for opening in early.values():  # files the spec no longer names
+                if opening.exception() is None:
+                    opening.result().close()
         self._remote = isinstance(self.directory, _remote.RemotePath)
         # Held in memory: the fields named, and when remote the small fixed-size ones
         # (labels, ids), which would otherwise cost a request per batch.
@@ -283,11 +291,56 @@ class DatasetReader(Readable):
         reads.give_back(kit)  # unless a decoder kept a view of its buffer
         return out
 
-    def _open_field(self, field: Field) -> FileReader:
+    def _open_remembered_fields(self) -> dict[str, Future]:
+        """Starts opening the field files that the spec named when this cache directory last
+        read it (remote only), while the spec is fetched again: a warm open then waits one
+        round trip, not two. Returns the openings by file name; ``_open_fields`` takes
+        those the spec still names (the same files, opened with the same options)."""
+        if not isinstance(self.directory, _remote.RemotePath):
+            return {}
+        path = self.directory / SPEC_FILE
+        raw = path.remembered_bytes()
+        if raw is None:
+            return {}
+        try:
+            fields = parse_spec_document(path, raw)[0]
+        except (SpecError, ValueError):
+            return {}
+        options = _remote.pinned(self.storage_options, self._pins)
+        pool = ThreadPoolExecutor(max_workers=min(len(fields), _OPENS_AT_ONCE))
+        early = {field.file: pool.submit(FileReader, self.directory / field.file, self.check_data,
+                                         storage_options=options) for field in fields.values()}
+        pool.shutdown(wait=False)  # the openings run on; whoever takes one waits for it
+        return early
+
+    def _open_fields(self, early: dict[str, Future]) -> None:
+        """Opens every field's file into ``_readers`` (in spec order); a remote dataset's all
+        at once: each open waits a round trip to the store (the object's version), and
+        every process of a job opens the dataset as it starts. ``early``: openings started
+        already (``_open_remembered_fields``), by file name; those used are removed."""
+        fields = list(self._fields.values())
+        if not isinstance(self.directory, _remote.RemotePath) or len(fields) < 2:
+            for field in fields:
+                self._readers[field.name] = self._open_field(field, early)
+            return
+        with ThreadPoolExecutor(max_workers=min(len(fields), _OPENS_AT_ONCE)) as pool:
+            opening = [(field.name, pool.submit(self._open_field, field, early)) for field in fields]
+        failed = [f.exception() for _, f in opening if f.exception() is not None]
+        for name, f in opening:
+            if f.exception() is None:
+                self._readers[name] = f.result()  # closed by the caller when one failed
+        if failed:
+            raise failed[0]
+
+    def _open_field(self, field: Field, early: dict[str, Future]) -> FileReader:
         path = self.directory / field.file
         if not path.is_file():
             raise IncompleteDatasetError(f"{self.directory}: field {field.name!r}: {field.file} is missing")
-        reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins))
+        opening = early.pop(field.file, None)
+        if opening is not None and opening.exception() is None:
+            reader = opening.result()
+        else:  # not started, or failed: opened now, to fail (or not) as it would have
+            reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins))
         if reader.n != self._length:
             reader.close()
             raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} datapoints; "

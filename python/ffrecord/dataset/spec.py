@@ -144,7 +144,12 @@ def read_spec(directory: Path) -> tuple[dict[str, Field], int]:
 def read_spec_and_metadata(directory: Path) -> tuple[dict[str, Field], int, dict[str, Any]]:
     """``read_spec``, and the ``"metadata"`` the writer stored (``{}`` when none), from one
     read of ``spec.json``."""
-    path, document = _read_document(directory)
+    return parse_spec_document(*_read_raw(directory))
+
+
+def parse_spec_document(path: Any, raw: bytes) -> tuple[dict[str, Field], int, dict[str, Any]]:
+    """``read_spec_and_metadata`` of the bytes ``raw`` of ``spec.json`` at ``path``."""
+    document = _parse_document(path, raw)
     length = document.get("length")
     if not _is_count(length):
         raise _damaged(path, f"bad datapoint count {length!r:.80}")
@@ -157,16 +162,20 @@ def read_spec_and_metadata(directory: Path) -> tuple[dict[str, Field], int, dict
         raise _damaged(path, str(exc)) from None
 
 
-def _read_document(directory: Path) -> tuple[Any, dict[str, Any]]:
-    """``spec.json``'s path and its JSON object, of a known format and version."""
+def _read_raw(directory: Path) -> tuple[Any, bytes]:
+    """``spec.json``'s path and bytes."""
     path = directory / SPEC_FILE
     try:
-        raw = _read_bounded(path)
+        return path, _read_bounded(path)
     except FileNotFoundError:
         if not directory.is_dir():
             raise FileNotFoundError(f"{directory}: no such directory") from None
         raise IncompleteDatasetError(
             f"{directory}: no {SPEC_FILE}: not a dataset, or its writer never finished") from None
+
+
+def _parse_document(path: Any, raw: bytes) -> dict[str, Any]:
+    """The JSON object of ``spec.json`` at ``path``, of a known format and version."""
     try:
         document = json.loads(raw, object_pairs_hook=_unique_keys)
     except UnicodeDecodeError as exc:
@@ -187,7 +196,7 @@ def _read_document(directory: Path) -> tuple[Any, dict[str, Any]]:
         raise UnsupportedVersionError(
             f"{path}: format version {version} is newer than this library reads ({VERSION}): "
             "upgrade ffrecord")
-    return path, document
+    return document
 
 
 def _read_bounded(path: Any) -> bytes:
