@@ -7,7 +7,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/klauspost/crc32"
 	"golang.org/x/sys/unix"
 )
 
@@ -181,7 +180,7 @@ func (f *dataFile) checksumRange(from, to uint64) uint32 {
 	var sum uint32
 	for from < to {
 		end := min(to, from+validationChunk)
-		sum = crc32.Update(sum, crc32.IEEETable, f.data[from:end])
+		sum = updateIEEE(sum, f.data[from:end])
 		f.release(from, end)
 		from = end
 	}
