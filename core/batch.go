@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/ffrecord/ffrecord/core/internal/engine"
-	"github.com/klauspost/crc32"
 )
 
 // parallelBytes is the batch size from which copying and checking is split across
@@ -398,7 +397,7 @@ func (r *Reader) checkSample(it *batchItem, stored []byte) error {
 	if !r.opts.CheckData || it.checked {
 		return nil
 	}
-	if want, got := it.file.checksum(it.local), crc32.ChecksumIEEE(stored); want != got {
+	if want, got := it.file.checksum(it.local), checksumIEEE(stored); want != got {
 		return sampleError(errorf(it.file.path, int64(it.local), ErrChecksum,
 			"stored 0x%08x, computed 0x%08x", want, got), it.global, it.local)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/klauspost/crc32"
 	"github.com/pierrec/lz4/v4"
 )
 
@@ -181,7 +180,7 @@ func (c *compressor) record() []byte {
 		rec = le.AppendUint64(rec, s)
 	}
 	rec = append(rec, c.compressions...)
-	return le.AppendUint32(rec, crc32.ChecksumIEEE(rec))
+	return le.AppendUint32(rec, checksumIEEE(rec))
 }
 
 // decode writes the original bytes of a sample stored as src with compression into dst, whose

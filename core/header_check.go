@@ -90,7 +90,7 @@ func (f *dataFile) checkHeaderPart(lo, hi uint64) headerPart {
 	for at := lo; at < hi; {
 		end := min(hi, at+validationChunk)
 		if checksummed {
-			part.sum = crc32.Update(part.sum, crc32.IEEETable, f.data[at:end])
+			part.sum = updateIEEE(part.sum, f.data[at:end])
 		}
 		stop := f.offsetFrom(end)
 		if part.err == nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/ffrecord/ffrecord/core/internal/parallel"
 	"github.com/ffrecord/ffrecord/core/remote"
 	"github.com/ffrecord/ffrecord/core/source"
-	"github.com/klauspost/crc32"
 	"golang.org/x/sys/unix"
 )
 
@@ -307,7 +306,7 @@ func (r *Reader) fetchChecked(f *dataFile, all []batchItem, items []int) error {
 	}
 	_ = parallel.Each(len(items), parallel.UpTo(helpers), func() {}, func(i int) error {
 		it := &all[items[i]]
-		it.checked = it.file.checksum(it.local) == crc32.ChecksumIEEE(it.src)
+		it.checked = it.file.checksum(it.local) == checksumIEEE(it.src)
 		return nil
 	})
 	var damaged []int

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/ffrecord/ffrecord/core/internal/engine"
-	"github.com/klauspost/crc32"
 )
 
 // verifyWindow is how much sample data Verify reads per system call: runs of adjacent
@@ -192,7 +191,7 @@ func (f *dataFile) verifySamples(lo, hi uint64, window []byte, where *int64, rep
 // storedProblem says what is wrong with the stored bytes of sample i, nil when nothing is;
 // decoded is scratch space for decoding, grown as needed.
 func (f *dataFile) storedProblem(i uint64, stored []byte, decoded *[]byte) error {
-	if got := crc32.ChecksumIEEE(stored); got != f.checksum(i) {
+	if got := checksumIEEE(stored); got != f.checksum(i) {
 		return f.checksumMismatch(i, got)
 	}
 	if f.ext == nil {
@@ -236,7 +235,7 @@ func (f *dataFile) verifyLarge(i, off, end uint64, window []byte) (why, err erro
 		if err := preadFull(f, part, pos); err != nil {
 			return nil, err
 		}
-		sum = crc32.Update(sum, crc32.IEEETable, part)
+		sum = updateIEEE(sum, part)
 		pos += uint64(len(part))
 	}
 	if sum != f.checksum(i) {

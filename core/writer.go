@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/klauspost/crc32"
 	"golang.org/x/sys/unix"
 )
 
@@ -236,7 +235,7 @@ func (w *Writer) appendDirect(run [][]byte) error {
 	sums := w.crcs[first:]
 	checksums := func() {
 		for k, p := range run {
-			sums[k] = crc32.ChecksumIEEE(p)
+			sums[k] = checksumIEEE(p)
 		}
 	}
 	if w.dataAt+w.pos-at < overlapWriteMin {
@@ -318,7 +317,7 @@ func (w *Writer) appendSample(p []byte) error {
 	if w.comp != nil {
 		p = w.comp.store(p)
 	}
-	w.crcs = append(w.crcs, crc32.ChecksumIEEE(p))
+	w.crcs = append(w.crcs, checksumIEEE(p))
 	w.offsets = append(w.offsets, w.pos)
 	w.count++
 	w.err = w.appendData(p)
@@ -469,7 +468,7 @@ func (w *Writer) complete() error {
 func (w *Writer) finish() error {
 	if w.comp != nil {
 		rec := w.comp.record()
-		w.crcs = append(w.crcs, crc32.ChecksumIEEE(rec))
+		w.crcs = append(w.crcs, checksumIEEE(rec))
 		w.offsets = append(w.offsets, w.pos)
 		if err := w.appendData(rec); err != nil {
 			return err

@@ -2,8 +2,6 @@ package core
 
 import (
 	"os"
-
-	"github.com/klauspost/crc32"
 )
 
 // writeHeader writes the header for samples with checksums crcs at relative offsets rel
@@ -18,7 +16,7 @@ func writeHeader(f *os.File, crcs []uint32, rel []uint64, buf []byte) error {
 		if len(buf) == 0 || (!force && len(buf) < writeBuffer-offsetSize) {
 			return nil
 		}
-		meta = crc32.Update(meta, crc32.IEEETable, buf)
+		meta = updateIEEE(meta, buf)
 		if _, err := f.WriteAt(buf, pos); err != nil {
 			return err
 		}

@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-import tempfile
 import threading
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
-from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
 from .errors import E_IO, E_NOTFOUND, E_SHORTBUF, exception_for, os_exception_for
@@ -166,10 +164,10 @@ def loaded() -> Library | None:
     return state if state is not None and state.pid == os.getpid() else None
 
 
-def library_path() -> Path:
+def library_path() -> str:
     """Where the shared object is read from: ``$FFRECORD_LIBRARY``, else beside this file."""
     override = os.environ.get(LIBRARY_ENV)
-    return Path(override) if override else Path(__file__).with_name(LIBRARY_NAME)
+    return override or os.path.join(os.path.dirname(__file__), LIBRARY_NAME)
 
 
 def check(status: int) -> int:
@@ -264,7 +262,7 @@ def _load() -> Library:
         if _loaded_handles:
             dll, loaded_from = _load_private_copy(path)
         else:
-            dll, loaded_from = _load_original(path), str(path)
+            dll, loaded_from = _load_original(path), path
         _declare(dll, loaded_from)
         _loaded_handles.add(dll._handle)
         _generation += 1
@@ -274,8 +272,8 @@ def _load() -> Library:
         _lock.release()
 
 
-def _load_original(path: Path) -> ctypes.CDLL:
-    if not path.is_file():
+def _load_original(path: str) -> ctypes.CDLL:
+    if not os.path.isfile(path):
         raise RuntimeError(
             f"ffrecord: native library not found at {path}; build it with `make build` or "
             f"install the package with `pip install .` (or set {LIBRARY_ENV})"
@@ -286,7 +284,7 @@ def _load_original(path: Path) -> ctypes.CDLL:
     except OSError as exc:
         raise RuntimeError(f"ffrecord: cannot load {path}: {exc}") from exc
     try:
-        dll = ctypes.CDLL(str(path))
+        dll = ctypes.CDLL(path)
     except OSError as exc:
         os.close(source_fd)
         raise RuntimeError(f"ffrecord: cannot load {path}: {exc}") from exc
@@ -296,7 +294,7 @@ def _load_original(path: Path) -> ctypes.CDLL:
     return dll
 
 
-def _load_private_copy(path: Path) -> tuple[ctypes.CDLL, str]:
+def _load_private_copy(path: str) -> tuple[ctypes.CDLL, str]:
     """Loads the library again from a new inode, so that a fresh Go runtime starts."""
     failures = []
     for make_copy in (_memfd_copy, _tempfile_copy):
@@ -316,7 +314,7 @@ def _load_private_copy(path: Path) -> tuple[ctypes.CDLL, str]:
     )
 
 
-def _memfd_copy(path: Path) -> tuple[ctypes.CDLL, str]:
+def _memfd_copy(path: str) -> tuple[ctypes.CDLL, str]:
     fd = os.memfd_create("libffrecord", os.MFD_CLOEXEC)
     try:
         _copy_into(path, fd)
@@ -329,7 +327,9 @@ def _memfd_copy(path: Path) -> tuple[ctypes.CDLL, str]:
     return dll, loaded_from
 
 
-def _tempfile_copy(path: Path) -> tuple[ctypes.CDLL, str]:
+def _tempfile_copy(path: str) -> tuple[ctypes.CDLL, str]:
+    import tempfile  # the fallback only: not at import
+
     fd, name = tempfile.mkstemp(prefix="libffrecord-", suffix=".so")
     try:
         _copy_into(path, fd)
@@ -339,7 +339,7 @@ def _tempfile_copy(path: Path) -> tuple[ctypes.CDLL, str]:
         os.unlink(name)  # the mapping keeps the inode alive; the name is unique anyway
 
 
-def _copy_into(path: Path, fd: int) -> None:
+def _copy_into(path: str, fd: int) -> None:
     """Copies the library the parent loaded (from the fd kept since then, else ``path``)."""
     src = _source_fd if _source_fd is not None else os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -360,9 +360,16 @@ def _copy_into(path: Path, fd: int) -> None:
 
 
 def _declare(dll: ctypes.CDLL, loaded_from: str) -> None:
-    """Checks that the library speaks this package's ABI, then declares its functions."""
-    dll.ffr_version.argtypes = _SIGNATURES["ffr_version"]
-    dll.ffr_version.restype = c_int32
+    """Declares the library's functions, then checks that it speaks this package's ABI.
+
+    The Go runtime starts on a thread of its own at load, and the first call waits for it
+    (a few ms): the functions are declared meanwhile. A stale build may lack some of them:
+    they are skipped, and the version check says why."""
+    for name, argtypes in _SIGNATURES.items():
+        func = getattr(dll, name, None)
+        if func is not None:
+            func.argtypes = argtypes
+            func.restype = c_int32
     abi = c_int32(0)
     status = dll.ffr_version(None, 0, ctypes.byref(abi))
     if abi.value != ABI_VERSION:
@@ -373,10 +380,6 @@ def _declare(dll: ctypes.CDLL, loaded_from: str) -> None:
             f"this package needs version {ABI_VERSION}: a stale or mismatched build. Rebuild "
             f"it with `make build`, or reinstall the package (`pip install .`)"
             + (f", or point {LIBRARY_ENV} at a matching build" if os.environ.get(LIBRARY_ENV) else ""))
-    for name, argtypes in _SIGNATURES.items():
-        func = getattr(dll, name)
-        func.argtypes = argtypes
-        func.restype = c_int32
 
 
 def _after_fork_in_child() -> None:

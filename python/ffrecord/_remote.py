@@ -17,9 +17,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import shutil
-import tempfile
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 from . import _lib, _paths
@@ -152,6 +149,8 @@ def upload_all(pairs: list[tuple[str, str]], options: dict[str, Any] | None,
     """Uploads ``(local path, url)`` pairs a few at a time, then the ``last`` ones (a file
     whose presence says the rest is complete). When one fails, every target is deleted
     again, so nothing of a failed upload is left to look complete."""
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait  # ~5 ms: not at import
+
     targets = [url for _, url in [*pairs, *last]]
     try:
         for group in (pairs, last):
@@ -195,12 +194,16 @@ class Staging:
     """
 
     def __init__(self, url: str) -> None:
+        import tempfile
+
         check_writable(url)
         self.dir = tempfile.mkdtemp(prefix="ffrecord-upload-")
         self.path = os.path.join(self.dir, "staged.ffr")
 
     def discard(self) -> None:
         """Removes the staged file and its directory."""
+        import shutil
+
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __repr__(self) -> str:
