@@ -98,8 +98,7 @@ class FileReader(ReaderHandle, Verification, FileDescription):
         >>> r.read_one(-1).tobytes()                    # doctest: +SKIP
         b'ccc'
         """
-        buf, sizes = self._single.read(one_index(index, self.n), (self,))
-        return np.frombuffer(buf, np.uint8, sizes[0])
+        return np.frombuffer(self._single.copy(one_index(index, self.n), self), np.uint8)
 
     def prefetch(self, indices: Any) -> int:
         """Starts bringing the samples at ``indices`` into the page cache and returns at once,
