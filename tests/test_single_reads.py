@@ -101,3 +101,39 @@ def test_threads_sharing_a_reader_get_their_own_datapoints(dataset):
         results = list(pool.map(lambda order: [reader[k] for k in order], orders))
     for order, got in zip(orders, results):
         assert got == [expected[k] for k in order]
+
+
+def test_read_one_gives_each_sample_an_array_of_its_own(dataset):
+    # read_one copies out of a buffer it reuses: every array is exactly its sample, writable,
+    # and untouched by the reads after it, larger or smaller
+    with FileReader(os.path.join(dataset, "image.ffr")) as reader:
+        batch = [s.tobytes() for s in reader.read(range(12))]
+        order = [5, 0, 2, 11, 3, 1, 5, 4]
+        kept = [reader.read_one(k) for k in order]
+        kept[0][:3] = 7  # writable, and no other array shares its bytes
+        assert kept[6].tobytes() == batch[5] and kept[0].tobytes()[3:] == batch[5][3:]
+        assert [a.tobytes() for a in kept[1:]] == [batch[k] for k in order[1:]]
+        assert [a.size for a in kept] == [len(batch[k]) for k in order]
+
+
+def test_numbers_unpacked_from_the_buffer_match_batched_reads(tmp_path):
+    values = [0, -1, 2**63 - 1, -(2**63), 12345]
+    floats = [0.0, -1.5, float("inf"), 1e-300, float("nan")]
+    with DatasetWriter(tmp_path / "ds", {"n": "int", "x": "float", "b": "bytes"}) as writer:
+        for n, x in zip(values, floats):
+            writer.append({"n": n, "x": x, "b": b"v" * (n & 15)})
+    reader = DatasetReader(tmp_path / "ds")
+    got = [reader[k] for k in range(5)]
+    assert [d["n"] for d in got] == values and [type(d["n"]) for d in got] == [int] * 5
+    assert np.array_equal([d["x"] for d in got], floats, equal_nan=True)
+    assert [d["b"] for d in got] == [d["b"] for d in reader.read(range(5))]
+
+
+def test_a_number_of_the_wrong_size_fails_as_in_batched_reads(tmp_path):
+    with DatasetWriter(tmp_path / "ds", {"n": "int"}, encoders={"int": lambda n: b"12345"}) as writer:
+        writer.append({"n": 1})
+    reader = DatasetReader(tmp_path / "ds")
+    with pytest.raises(CodecError, match="datapoint 0"):
+        reader.read([0])
+    with pytest.raises(CodecError, match="datapoint 0"):
+        reader[0]

@@ -4,7 +4,7 @@ The library holds a Go runtime, and a Go runtime does not survive ``fork()``: th
 none of its threads, so any call into the parent's copy hangs forever. So:
 
 - nothing is loaded at ``import ffrecord``; the first call loads the library;
-- a fork is noticed (``os.register_at_fork`` and a pid check); the next call in the child
+- a fork is noticed (``os.register_at_fork``); the next call in the child
   loads a *private copy* of the library from a new inode (a ``memfd_create`` file, else a
   temporary file), which starts a fresh runtime. Handles of the parent's runtime mean
   nothing there: every load bumps a *generation* number, and objects holding handles
@@ -151,9 +151,14 @@ _source_fd: int | None = None
 
 
 def current() -> Library:
-    """The library for this process, loading it (or a fresh private copy after a fork)."""
+    """The library for this process, loading it (or a fresh private copy after a fork).
+
+    No pid check here: every child that goes on running Python runs the at-fork hooks
+    (``os.fork`` and a C extension's ``PyOS_AfterFork_Child`` alike), and the hook below
+    forgets the parent's copy; ``os.getpid()`` is a system call, a third of a microsecond
+    of every one-sample read."""
     state = _state
-    if state is not None and state.pid == os.getpid():
+    if state is not None:
         return state
     return _load()
 

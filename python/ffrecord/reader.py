@@ -98,8 +98,10 @@ class FileReader(ReaderHandle, Verification, FileDescription):
         >>> r.read_one(-1).tobytes()                    # doctest: +SKIP
         b'ccc'
         """
-        buf, sizes = self._single.read(one_index(index, self.n), (self,))
-        return np.frombuffer(buf, np.uint8, sizes[0])
+        n = self.n
+        if type(index) is not int or not 0 <= index < n:
+            index = one_index(index, n)
+        return np.frombuffer(self._single.copy(index, self), np.uint8)
 
     def prefetch(self, indices: Any) -> int:
         """Starts bringing the samples at ``indices`` into the page cache and returns at once,

@@ -256,10 +256,13 @@ class DatasetReader(Readable):
         # (labels, ids), which would otherwise cost a request per batch.
         self._held = set(self.cache_keys) | (self._small_fields() if self._remote else set())
         # Datapoints of plain fields read one at a time: one native call for all fields.
-        self._single: tuple | None = None  # (SampleReads, readers, [(name, decoder)])
+        # Each field's (name, decoder, unpack_from of its fixed-width built-in decoder or None):
+        # an 8-byte number is unpacked from the buffer without a view of its own.
+        self._single: tuple | None = None  # (SampleReads, readers, fields)
         if not self._held and not any(field.sequence for field in self._fields.values()):
             self._single = (SampleReads(len(self._readers)), list(self._readers.values()),
-                            [(name, self._decoders[name]) for name in self._fields])
+                            [(name, self._decoders[name], codecs.UNPACK_FROM.get(self._decoders[name]))
+                             for name in self._fields])
 
     def _small_fields(self) -> set[str]:
         small = set()
@@ -277,17 +280,19 @@ class DatasetReader(Readable):
         # One datapoint of plain fields: everything per call that could be worked out at
         # open was, so the cost is one native call and the decoders.
         index = key if 0 <= key < self._length else one_index(key, self._length)
-        reads, readers, decoders = single
+        reads, readers, fields = single
         kit, sizes = reads.lend(index, readers)
-        view = memoryview(kit[0])
+        buf = kit[0]
+        view = memoryview(buf)
         out, at = {}, 0
         try:
-            for (name, decode), size in zip(decoders, sizes):
-                out[name] = decode(view[at:at + size])
+            for (name, decode, unpack_from), size in zip(fields, sizes):
+                out[name] = (unpack_from(buf, at)[0] if unpack_from is not None and size == 8
+                             else decode(view[at:at + size]))
                 at += size
         except Exception as exc:
             raise self._decode_error(self._fields[name], index, None, exc) from exc
-        del view
+        del view, buf
         reads.give_back(kit)  # unless a decoder kept a view of its buffer
         return out
 
