@@ -68,6 +68,34 @@ class Batch(list):
         return Batch, (list(self), self.ahead, self.positions, self.seed_key)
 
 
+# After a prefetch that found its batch cached (a warm dataset), this many batches go
+# without: each would cost a call (~20 us a file) for nothing. Few, so that the first hint
+# into the next window of a chunk-aware order (its download) comes at most this late.
+PREFETCH_PAUSE = 4
+
+
+def prefetch_ahead(owner: Any, indices: Any, prefetch: Any, *args: Any) -> None:
+    """``prefetch(indices.ahead, *args)`` for a dataset ``owner`` handed ``indices`` by the
+    loader (a ``Batch`` naming a later batch), unless one of the last ``PREFETCH_PAUSE``
+    such hints of ``owner`` found its batch cached (``prefetch`` returned 0: nothing queued).
+
+    >>> class Data: pass
+    >>> data, asked = Data(), []
+    >>> for k in range(6):
+    ...     prefetch_ahead(data, Batch([k], ahead=[k + 1]), lambda ahead: asked.append(ahead) or 0)
+    >>> asked
+    [[1], [6]]
+    """
+    ahead = getattr(indices, "ahead", None)
+    if not ahead:
+        return
+    paused = owner.__dict__.get("_prefetch_paused", 0)  # a subclass may skip __init__
+    if paused:
+        owner._prefetch_paused = paused - 1
+    elif not prefetch(ahead, *args):
+        owner._prefetch_paused = PREFETCH_PAUSE
+
+
 class _PlannedSampler(Sampler):
     """What both samplers share: the (epoch, start batch) that the next iteration produces."""
 
