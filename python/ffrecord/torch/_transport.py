@@ -47,6 +47,7 @@ _HEADER = 4096  # the arena's slot states, one byte each
 _SLOTS = 4  # slots per arena: a worker's prefetched batches, plus one the user holds
 _MIN_SLOT = 64 << 10
 FREE, BUSY = 0, 1
+_FREE_BYTE = bytes([FREE])
 _BYTES_TYPES = (bytes, bytearray, memoryview)
 
 
@@ -190,11 +191,11 @@ class _Arena:
         self.base = self.bytes.data_ptr()
 
     def take_free_slot(self) -> int | None:
-        free = np.flatnonzero(self.states == FREE)
-        if not len(free):
+        slot = self.map.find(_FREE_BYTE, 0, _SLOTS)
+        if slot < 0:
             return None
-        self.states[free[0]] = BUSY
-        return int(free[0])
+        self.states[slot] = BUSY
+        return slot
 
     def slot_start(self, slot: int) -> int:
         return _HEADER + slot * self.slot_size
@@ -537,8 +538,9 @@ def _rebuild(skeleton: Any, slot: Any, raw: memoryview) -> Any:
             bounds = np.frombuffer(leaf.dtype, np.int64).tolist()
             return [view[a:b] for a, b in zip(bounds, bounds[1:])]
         if leaf.kind == "tensor":
-            return torch.frombuffer(slot, dtype=leaf.dtype, count=leaf.nbytes // _itemsize(leaf.dtype),
-                                    offset=leaf.offset).view(leaf.shape)
+            flat = torch.frombuffer(slot, dtype=leaf.dtype, count=leaf.nbytes // _itemsize(leaf.dtype),
+                                    offset=leaf.offset)
+            return flat if len(leaf.shape) == 1 else flat.view(leaf.shape)  # a view costs 3 us
         return np.frombuffer(slot, leaf.dtype, leaf.nbytes // leaf.dtype.itemsize, leaf.offset).reshape(leaf.shape)
     if kind is list:
         return [_rebuild(x, slot, raw) for x in skeleton]
