@@ -33,9 +33,9 @@ import numpy as np
 import torch.utils.data
 
 import ffrecord.order
+from ffrecord._buffers import offsets
 from ffrecord.dataset import codecs
 from ffrecord.dataset.reader import DatasetReader, parse_mask
-from ffrecord._buffers import offsets
 from ffrecord.order import datapoint_seeds
 
 from . import _transport
