@@ -75,7 +75,8 @@ def test_loader_prefetches_each_next_batch(path: Path, queued: int) -> None:
     if queued:  # one process: each batch prefetches the next
         assert spy.prefetched == batches[1:]
     else:  # a prefetch that queued nothing pauses prefetching for a while
-        pause = Dataset._PREFETCH_PAUSE
+        from ffrecord.torch.sampler import PREFETCH_PAUSE as pause
+
         assert spy.prefetched == batches[1::pause + 1]
 
 

@@ -22,7 +22,9 @@ torch pickles whole may not.
 from __future__ import annotations
 
 import collections
+import copyreg
 import fcntl
+import io
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.queues
@@ -38,6 +40,8 @@ from typing import Any
 # Room kept free in the pipe beyond a message: the kernel counts a pipe's capacity in pages,
 # and the unread bytes may straddle one more page than they fill.
 _SLACK = 8 << 10
+# A queue's pickling buffer is kept for the next message up to this size.
+_KEPT_BUFFER = 64 << 10
 
 
 class DirectQueue(multiprocessing.queues.SimpleQueue):
@@ -69,6 +73,8 @@ class DirectQueue(multiprocessing.queues.SimpleQueue):
         self._backlog: collections.deque[bytes] = collections.deque()
         self._writing: threading.Thread | None = None
         self._capacity = 0  # the pipe's, asked at the first put (a closed queue has none)
+        self._pickling = threading.Lock()
+        self._pickler: tuple[io.BytesIO, ForkingPickler, int] | None = None
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         if block and timeout is None:
@@ -85,7 +91,7 @@ class DirectQueue(multiprocessing.queues.SimpleQueue):
         return ForkingPickler.loads(message)
 
     def put(self, obj: Any, block: bool = True, timeout: float | None = None) -> None:
-        message = ForkingPickler.dumps(obj)
+        message = self._dumps(obj)
         with self._order:
             # The write lock only if free: a sibling's backlog thread may hold it, blocked on
             # a full pipe whose reader is gone.
@@ -102,6 +108,30 @@ class DirectQueue(multiprocessing.queues.SimpleQueue):
                                                  daemon=True)
                 self._writing.start()
             self._order.notify()
+
+    def _dumps(self, obj: Any) -> bytes:
+        """``ForkingPickler.dumps(obj)``, by a pickler kept for the queue: making one copies
+        its table of reducers (torch's, dozens), a good part of pickling a small message.
+        The table is made again when reducers were registered since."""
+        reducers = len(ForkingPickler._extra_reducers) + len(copyreg.dispatch_table)
+        with self._pickling:
+            if self._pickler is None or self._pickler[2] != reducers:
+                out = io.BytesIO()
+                self._pickler = out, ForkingPickler(out), reducers
+            out, pickler, _ = self._pickler
+            try:
+                pickler.dump(obj)
+            except BaseException:
+                self._pickler = None  # half a message in its buffer
+                raise
+            message = out.getvalue()
+            pickler.clear_memo()  # keeps nothing alive
+            if out.tell() > _KEPT_BUFFER:  # a large batch pickled whole: let its buffer go
+                self._pickler = None
+            else:
+                out.seek(0)
+                out.truncate()
+            return message
 
     def _room(self) -> int:
         """Bytes the pipe takes before a write blocks (call with the write lock held)."""

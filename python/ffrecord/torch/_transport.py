@@ -64,15 +64,27 @@ class BytesColumn:
     ``buffer[offsets[k]:offsets[k + 1]]``), made in a worker by a dataset that read a batch
     into the slot (see ``columns_welcome``). It crosses as one value, and the main process
     gets it as a list of read-only ``memoryview`` objects of the slot, as it gets the list
-    of ``bytes`` values torch's collate makes: no per-value object on the worker's side."""
+    of ``bytes`` values torch's collate makes: no per-value object on the worker's side.
+    ``offsets`` is None in a column of ``count`` values of one ``size`` (``equal_sized``),
+    which crosses with no offsets at all.
 
-    __slots__ = ("buffer", "offsets")
+    >>> len(BytesColumn.equal_sized(np.zeros(6, np.uint8), 3, 2))
+    3
+    """
 
-    def __init__(self, buffer: np.ndarray, offsets: np.ndarray) -> None:
+    __slots__ = ("buffer", "offsets", "count", "size")
+
+    def __init__(self, buffer: np.ndarray, offsets: np.ndarray | None, count: int = 0, size: int = 0) -> None:
         self.buffer, self.offsets = buffer, offsets
+        self.count, self.size = (len(offsets) - 1, -1) if offsets is not None else (count, size)
+
+    @classmethod
+    def equal_sized(cls, buffer: np.ndarray, count: int, size: int) -> BytesColumn:
+        """The column of ``count`` values of ``size`` bytes each at the start of ``buffer``."""
+        return cls(buffer, None, count, size)
 
     def __len__(self) -> int:
-        return len(self.offsets) - 1
+        return self.count
 
     def __repr__(self) -> str:
         return f"<BytesColumn: {len(self)} values, {self.buffer.nbytes} bytes>"
@@ -176,6 +188,7 @@ class _Arena:
             raise
         self.states = np.frombuffer(self.map, np.uint8, slots)
         self.bytes = torch.frombuffer(self.map, dtype=torch.uint8)
+        self.array = np.frombuffer(self.map, np.uint8)  # the same bytes, for numpy readers
         self.base = self.bytes.data_ptr()
 
     def take_free_slot(self) -> int | None:
@@ -195,7 +208,7 @@ class _Arena:
     def close(self) -> None:
         """Drops the worker's hold (the mapping goes with the last view of it)."""
         os.close(self.fd)
-        del self.states, self.bytes
+        del self.states, self.bytes, self.array
 
 
 class _Sender:
@@ -235,8 +248,9 @@ class _Sender:
                 self.retired.append(arena.ident)
                 arena.close()
 
-    def scratch(self, nbytes: int) -> torch.Tensor | None:
-        """``nbytes`` of the current batch's slot (None when it does not fit)."""
+    def place(self, nbytes: int) -> tuple[_Arena, int] | None:
+        """The arena and the start of ``nbytes`` of the current batch's slot (None when
+        they do not fit)."""
         if self.current is None:
             self.current, self.used = self._acquire(nbytes), 0
         arena, slot = self.current
@@ -244,8 +258,12 @@ class _Sender:
         if at + nbytes > arena.slot_size:
             return None
         self.used = at + nbytes
-        start = arena.slot_start(slot) + at
-        return arena.bytes[start:start + nbytes]
+        return arena, arena.slot_start(slot) + at
+
+    def scratch(self, nbytes: int) -> torch.Tensor | None:
+        """``nbytes`` of the current batch's slot (None when it does not fit)."""
+        place = self.place(nbytes)
+        return None if place is None else place[0].bytes[place[1]:place[1] + nbytes]
 
     def pack(self, batch: Any, exact_types: bool = False) -> Any:
         leaves: list[tuple[_Leaf, Any]] = []
@@ -311,7 +329,9 @@ def _plan(obj: Any, leaves: list, size: list, inside: tuple[int, int] | None,
         leaf = _Leaf("array", 0, obj.nbytes, obj.dtype, obj.shape)
     elif kind is BytesColumn:
         buffer = obj.buffer
-        leaf = _Leaf("column", 0, buffer.nbytes, np.asarray(obj.offsets, np.int64).tobytes())
+        # (count, size) of values of one size, else their offsets (as int64 bytes)
+        bounds = (obj.count, obj.size) if obj.offsets is None else np.asarray(obj.offsets, np.int64).tobytes()
+        leaf = _Leaf("column", 0, buffer.nbytes, bounds)
         address = buffer.__array_interface__["data"][0]
         if inside is not None and inside[0] <= address < inside[1]:
             leaf.offset = address - inside[0]  # read straight into the slot
@@ -366,8 +386,8 @@ def slot_bytes(nbytes: int) -> np.ndarray:
     """``nbytes`` of the slot the batch being fetched will travel in, as a ``uint8`` array
     (a fresh array when it does not fit): what a dataset whose ``columns_welcome`` reads into.
     """
-    slot = scratch(nbytes)
-    return np.empty(nbytes, np.uint8) if slot is None else slot.numpy()
+    place = _sender().place(nbytes) if _ACTIVE and get_worker_info() is not None else None
+    return np.empty(nbytes, np.uint8) if place is None else place[0].array[place[1]:place[1] + nbytes]
 
 
 def columns_welcome(dataset: Any) -> bool:
@@ -520,11 +540,17 @@ def _rebuild(skeleton: Any, slot: Any, raw: memoryview) -> Any:
             return view if leaf.dtype is None else leaf.dtype(view)  # bytes or bytearray: a copy
         if leaf.kind == "column":
             view = raw[leaf.offset:leaf.offset + leaf.nbytes]
+            if type(leaf.dtype) is tuple:  # values of one size
+                count, size = leaf.dtype
+                if not size:
+                    return [view[0:0] for _ in range(count)]
+                return [view[a:a + size] for a in range(0, count * size, size)]
             bounds = np.frombuffer(leaf.dtype, np.int64).tolist()
             return [view[a:b] for a, b in zip(bounds, bounds[1:])]
         if leaf.kind == "tensor":
-            return torch.frombuffer(slot, dtype=leaf.dtype, count=leaf.nbytes // _itemsize(leaf.dtype),
-                                    offset=leaf.offset).view(leaf.shape)
+            flat = torch.frombuffer(slot, dtype=leaf.dtype, count=leaf.nbytes // _itemsize(leaf.dtype),
+                                    offset=leaf.offset)
+            return flat if len(leaf.shape) == 1 else flat.view(leaf.shape)  # a view costs 3 us
         return np.frombuffer(slot, leaf.dtype, leaf.nbytes // leaf.dtype.itemsize, leaf.offset).reshape(leaf.shape)
     if kind is list:
         return [_rebuild(x, slot, raw) for x in skeleton]

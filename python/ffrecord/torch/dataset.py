@@ -46,6 +46,7 @@ from ffrecord._remote import pinned
 from ffrecord.reader import reopen, split_batch
 
 from . import collate
+from .sampler import prefetch_ahead
 
 
 def _scalar_index(index: Any) -> int | None:
@@ -189,25 +190,9 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
         reader = self.reader
         if not isinstance(reader, FileReader):  # a reader of the user's own: read() is its API
             return self.process(indices, reader.read(indices))
-        self._prefetch(reader, getattr(indices, "ahead", None))
+        prefetch_ahead(self, indices, reader.prefetch)
         buffer, offsets = collate.read_batch(reader, indices)
         return self.process_batch(indices, buffer, offsets)
-
-    # After a prefetch that found its batch cached (a warm dataset), this many batches go
-    # without: each would cost a call (~20 us) for nothing. Few, so that the first hint
-    # into the next window of a chunk-aware order (its download) comes at most this late.
-    _PREFETCH_PAUSE = 4
-
-    def _prefetch(self, reader: FileReader, ahead: list[int] | None) -> None:
-        """Prefetches ``ahead``, a later batch named by the loader's sampler, unless recent
-        ones found their batches cached."""
-        if not ahead:
-            return
-        paused = self.__dict__.get("_prefetch_paused", 0)
-        if paused:
-            self._prefetch_paused = paused - 1
-        elif not reader.prefetch(ahead):
-            self._prefetch_paused = self._PREFETCH_PAUSE
 
     def __getitems__(self, indices: list[int]) -> list:
         """torch's batched-fetch protocol: the DataLoader hands over the whole batch at once."""

@@ -13,7 +13,7 @@ user supplied, whose order we cannot compute, and skips by walking it (still no 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,7 +50,7 @@ class Batch(list):
     """
 
     def __init__(self, indices: list[int], ahead: list[int] | None = None,
-                 positions: list[int] | None = None, seed_key: tuple[int, int] | None = None) -> None:
+                 positions: Sequence[int] | None = None, seed_key: tuple[int, int] | None = None) -> None:
         super().__init__(indices)
         self.ahead = ahead
         self.positions = positions
@@ -66,6 +66,48 @@ class Batch(list):
     def __reduce__(self) -> tuple:
         # Batches cross to loader workers pickled: plain lists pickle several times faster.
         return Batch, (list(self), self.ahead, self.positions, self.seed_key)
+
+
+# After a prefetch that found its batch cached (a warm dataset), this many batches go
+# without: each would cost a call (~20 us a file) for nothing. Few, so that the first hint
+# into the next window of a chunk-aware order (its download) comes at most this late.
+PREFETCH_PAUSE = 4
+
+
+def prefetch_ahead(owner: Any, indices: Any, prefetch: Any, *args: Any) -> None:
+    """``prefetch(indices.ahead, *args)`` for a dataset ``owner`` handed ``indices`` by the
+    loader (a ``Batch`` naming a later batch), unless one of the last ``PREFETCH_PAUSE``
+    such hints of ``owner`` found its batch cached (``prefetch`` returned 0: nothing queued).
+
+    >>> class Data: pass
+    >>> data, asked = Data(), []
+    >>> for k in range(6):
+    ...     prefetch_ahead(data, Batch([k], ahead=[k + 1]), lambda ahead: asked.append(ahead) or 0)
+    >>> asked
+    [[1], [6]]
+    """
+    ahead = getattr(indices, "ahead", None)
+    if not ahead:
+        return
+    paused = owner.__dict__.get("_prefetch_paused", 0)  # a subclass may skip __init__
+    if paused:
+        owner._prefetch_paused = paused - 1
+    elif not prefetch(ahead, *args):
+        owner._prefetch_paused = PREFETCH_PAUSE
+
+
+def _progression(values: np.ndarray) -> Sequence[int]:
+    """``values`` as a ``range`` when they step evenly, as a rank's positions do (a batch's
+    slice of it then crosses to a worker in a few bytes), else as a list.
+
+    >>> _progression(np.array([3, 5, 7])), _progression(np.array([3, 5, 0]))
+    (range(3, 9, 2), [3, 5, 0])
+    """
+    if len(values) >= 2:
+        first, step = int(values[0]), int(values[1] - values[0])
+        if step > 0 and (np.diff(values) == step).all():
+            return range(first, first + step * len(values), step)
+    return values.tolist()
 
 
 class _PlannedSampler(Sampler):
@@ -209,7 +251,7 @@ class EpochBatchSampler(_PlannedSampler):
             upto = min(last + ahead, share.num_batches)
             positions = share.positions(first * size, min(upto * size, share.samples_per_rank))
             indices = order.indices(epoch, positions).tolist()
-            places = positions.tolist() if seed_key else None
+            places = _progression(positions) if seed_key else None
             for offset in range(0, (last - first) * size, size):
                 batch = indices[offset : offset + size]
                 if len(batch) < size:  # torch's BatchSampler meets the end while filling it

@@ -33,12 +33,14 @@ import numpy as np
 import torch.utils.data
 
 import ffrecord.order
+from ffrecord._buffers import offsets
 from ffrecord.dataset import codecs
 from ffrecord.dataset.reader import DatasetReader, parse_mask
 from ffrecord.order import datapoint_seeds
 
 from . import _transport
 from .collate import Collated, default_collate
+from .sampler import prefetch_ahead
 
 
 class StructuredDataset(torch.utils.data.Dataset):
@@ -83,11 +85,10 @@ class StructuredDataset(torch.utils.data.Dataset):
         return self.__getitems__([single])[0]
 
     def __getitems__(self, indices: Any) -> list | Collated:
-        ahead = getattr(indices, "ahead", None)  # the batch the loader reads after the next ones
-        if ahead and hasattr(self.source, "prefetch"):
-            self.source.prefetch(ahead, self.mask)
+        if hasattr(self.source, "prefetch"):  # the batch the loader reads after the next ones
+            prefetch_ahead(self, indices, self.source.prefetch, self.mask)
         if self._columns is not None and _transport.columns_welcome(self):
-            return self._read_columns(np.asarray(indices, np.int64))
+            return self._read_columns(indices)
         datapoints = self.source.read(np.asarray(indices, np.int64), self.mask)
         if self.transform is None:
             return datapoints
@@ -98,32 +99,36 @@ class StructuredDataset(torch.utils.data.Dataset):
             return [self.transform(d, seed) for d, seed in zip(datapoints, batch_seeds(indices))]
         return [self.transform(d) for d in datapoints]
 
-    def _read_columns(self, idx: np.ndarray) -> Collated:
+    def _read_columns(self, indices: Any) -> Collated:
         """The batch collated field by field, in a loader worker: each ``bytes`` field read
         by one call into the slot the batch travels in, handed on as a ``BytesColumn`` (no
         per-datapoint object, no copy); the other fields read and collated as usual."""
         names, raw, numbers, rest = self._columns
-        if len(idx) and not 0 <= idx.min() <= idx.max() < len(self.source):
-            self.source.read(idx, rest)  # raises the reader's IndexError
+        idx = self.source._indices(indices)  # the reader's IndexError for a bad index
         others = self.source.read(idx, rest) if rest else []
         batch = Collated()
         for name in names:
             if name in raw:
-                buffer, offsets = self.source.field_reader(name).read_batch(idx.view(np.uint64),
-                                                                            out=_transport.slot_bytes)
-                batch[name] = _transport.BytesColumn(buffer, offsets)
+                buffer, sizes, common = self._read_into_slot(name, idx)
+                batch[name] = (_transport.BytesColumn(buffer, offsets(sizes)) if common < 0
+                               else _transport.BytesColumn.equal_sized(buffer, len(idx), common))
             elif name in numbers:
                 batch[name] = self._number_column(name, numbers[name], idx)
             else:
                 batch[name] = default_collate([d[name] for d in others])
         return batch
 
+    def _read_into_slot(self, name: str, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """Field ``name``'s values at ``idx`` read by one call into the batch's slot:
+        ``(buffer, sizes, their one size or -1)``, as the field's reader reads a batch."""
+        return self.source.field_reader(name)._read(idx.view(np.uint64), _transport.slot_bytes)
+
     def _number_column(self, name: str, dtype: np.dtype, idx: np.ndarray) -> torch.Tensor:
         """The tensor ``default_collate`` makes of an ``int`` or ``float`` field's values
         (int64 or float64), read by one call into the slot as the values' 8 bytes each and
         used as they lie; a value of another size goes the reader's way (its decode error)."""
-        buffer, offsets = self.source.field_reader(name).read_batch(idx.view(np.uint64), out=_transport.slot_bytes)
-        if len(idx) and buffer.nbytes == 8 * len(idx) and (np.diff(offsets) == 8).all():
+        buffer, _, common = self._read_into_slot(name, idx)
+        if len(idx) and common == 8:
             return torch.from_numpy(buffer.view(dtype))
         return default_collate([d[name] for d in self.source.read(idx, [name])])
 
