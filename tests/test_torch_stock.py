@@ -166,11 +166,13 @@ def test_killed_worker_leaves_nothing_behind(dataset):
         gc.collect()
         _transport.forget_exited_workers()
         mapped = [m for m in _transport._RECEIVER.mapped.values() if m.pid in pids]
-        clean = not mapped and open_fds() <= fds_before and not shm_entries() - shm_before
+        clean = not mapped and open_fds() <= fds_before and not shm_entries(pids) - shm_before
         if clean or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert not mapped and shm_entries() - shm_before == set() and open_fds() <= fds_before
+    assert not mapped, f"arenas of the killed loader's workers still mapped: {mapped}"
+    assert shm_entries(pids) - shm_before == set()
+    assert open_fds() <= fds_before, sorted(os.listdir("/proc/self/fd"))
 
 
 def test_docstring_examples_run():

@@ -3,6 +3,8 @@ when a worker or the main process is killed."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import gc
 import json
 import os
@@ -33,10 +35,14 @@ def same_value(got: dict, want: dict, bytes_type: type = memoryview) -> None:
     assert (got["name"], got["index"]) == (want["name"], want["index"])
 
 
-def shm_entries() -> set[str]:
+def shm_entries(pids: Iterable[int] = ()) -> set[str]:
     """What this test's processes could leave in /dev/shm: torch's segments (``torch_<pid>_…``)
-    and anything named after ffrecord's batches (the machine's other users' entries aside)."""
-    return {name for name in os.listdir("/dev/shm") if name.startswith("torch_") or "batches" in name}
+    of this process and of ``pids`` (its workers, a child), and anything named after
+    ffrecord's batches. Segments of other processes (another test run on the machine) are
+    not this test's."""
+    mine = {str(os.getpid()), *map(str, pids)}
+    return {name for name in os.listdir("/dev/shm")
+            if (name.startswith("torch_") and name.split("_")[1] in mine) or "batches" in name}
 
 
 def open_fds() -> int:
@@ -140,7 +146,8 @@ def test_killed_worker_leaves_nothing_behind():
     loader = DataLoader(ValueDataset(10_000), batch_size=8, num_workers=2, collate_fn=as_list, timeout=60)
     iterator = iter(loader)
     held = next(iterator)
-    os.kill(iterator._inner._workers[0].pid, signal.SIGKILL)
+    pids = [w.pid for w in iterator._inner._workers]
+    os.kill(pids[0], signal.SIGKILL)
     with pytest.raises(RuntimeError, match="worker"):
         for _ in range(50):
             next(iterator)
@@ -149,11 +156,11 @@ def test_killed_worker_leaves_nothing_behind():
     gc.collect()
     _transport.forget_exited_workers()
     deadline = time.monotonic() + 20
-    while (open_fds() > fds_before or shm_entries() - shm_before) and time.monotonic() < deadline:
+    while (open_fds() > fds_before or shm_entries(pids) - shm_before) and time.monotonic() < deadline:
         time.sleep(0.2)
         gc.collect()
         _transport.forget_exited_workers()
-    assert shm_entries() - shm_before == set()
+    assert shm_entries(pids) - shm_before == set()
     assert open_fds() <= fds_before
 
 
@@ -170,7 +177,7 @@ def test_killed_main_process_leaves_nothing_behind():
     while any(os.path.exists(f"/proc/{pid}") for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(os.path.exists(f"/proc/{pid}") for pid in workers)
-    assert shm_entries() - shm_before == set()
+    assert shm_entries([child.pid, *workers]) - shm_before == set()
 
 
 def test_every_dtype_shape_and_layout_round_trips():
