@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 
 	"github.com/ffrecord/ffrecord/core/internal/parallel"
 	"github.com/ffrecord/ffrecord/core/remote"
@@ -260,26 +259,9 @@ func (r *Reader) fetchRemote(b *batch, dst []byte) error {
 	}
 	// Files are fetched at once: a batch drawn from the many parts of a dump would
 	// otherwise wait one round trip per file. The client's pool bounds the requests.
-	if len(byFile) == 1 {
-		return r.fetchChecked(byFile[0].f, b.items, byFile[0].items)
-	}
-	errs := make([]error, 0, len(byFile))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, g := range byFile {
-		wg.Go(func() {
-			if err := r.fetchChecked(g.f, b.items, g.items); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return errs[0]
-	}
-	return nil
+	return parallel.Each(len(byFile), parallel.UpTo(len(byFile)-1), func() {}, func(g int) error {
+		return r.fetchChecked(byFile[g].f, b.items, byFile[g].items)
+	})
 }
 
 // fileItems are the items (indices into a batch's items) of remote file f.
