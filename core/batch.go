@@ -138,7 +138,10 @@ func (r *Reader) fetch(b *batch, dst []byte) error {
 	if len(b.items) == 1 && !r.opts.Direct {
 		return r.fetchOne(&b.items[0], dst)
 	}
-	if r.opts.Direct || r.window.streamData || !r.resident(b.items) {
+	if r.window.streamData && !r.opts.Direct {
+		return r.fetchPastBudget(b, dst)
+	}
+	if r.opts.Direct || !r.resident(b.items) {
 		return r.readCold(b, dst, r.opts.Direct)
 	}
 	for k := range b.items {
@@ -148,12 +151,29 @@ func (r *Reader) fetch(b *batch, dst []byte) error {
 	return nil
 }
 
+// fetchPastBudget brings a batch of a dataset past the mapping budget into memory: the
+// samples in warm admitted blocks are copied from the mapping, the others read with the
+// engine (see warm_blocks.go).
+func (r *Reader) fetchPastBudget(b *batch, dst []byte) error {
+	mapped := 0
+	for k := range b.items {
+		if it := &b.items[k]; r.fromWarmBlock(it) {
+			it.src = it.file.data[it.off:it.end]
+			mapped++
+		}
+	}
+	if mapped == len(b.items) {
+		return nil
+	}
+	return r.readCold(b, dst, false)
+}
+
 // fetchOne brings a lone sample into memory. A single read blocks on at most one trip to
 // the disk whichever way it goes, so there is nothing for the engine's queue to win: it is
-// copied from the mapping (when the data is not read through the mappings, only a warm
-// one: see lone.go), or read with one blocking system call on this thread.
+// copied from the mapping (past the budget, only from a warm block: see warm_blocks.go),
+// or read with one blocking system call on this thread.
 func (r *Reader) fetchOne(it *batchItem, dst []byte) error {
-	if !r.window.streamData || r.loneFromMapping(it) {
+	if !r.window.streamData || r.fromWarmBlock(it) {
 		it.src = it.file.data[it.off:it.end]
 		return nil
 	}
@@ -209,8 +229,9 @@ func (r *Reader) resident(items []batchItem) bool {
 	return true
 }
 
-// readCold reads the stored bytes of a batch with the engine, setting each item's src:
-// raw samples straight into dst, encoded ones into a scratch buffer to be decoded.
+// readCold reads the stored bytes of a batch's items not yet in memory (src unset) with
+// the engine, setting each one's src: raw samples straight into dst, encoded ones into a
+// scratch buffer to be decoded.
 func (r *Reader) readCold(b *batch, dst []byte, direct bool) error {
 	eng, err := defaultEngine()
 	if err != nil {
@@ -218,7 +239,7 @@ func (r *Reader) readCold(b *batch, dst []byte, direct bool) error {
 	}
 	var encoded uint64
 	for k := range b.items {
-		if it := &b.items[k]; !it.inPlace() {
+		if it := &b.items[k]; it.src == nil && !it.inPlace() {
 			encoded += it.end - it.off
 		}
 	}
@@ -226,6 +247,9 @@ func (r *Reader) readCold(b *batch, dst []byte, direct bool) error {
 	var buffered []engine.Request
 	for k := range b.items {
 		it := &b.items[k]
+		if it.src != nil {
+			continue
+		}
 		if it.inPlace() {
 			it.src = dst[it.out : it.out+it.size]
 		} else {

@@ -43,7 +43,7 @@ type Reader struct {
 
 	metadataChecks sync.Map // file index -> metadataResult, by metadataError
 	window         mappedWindow
-	lone           loneWindow   // what lone reads copy from the mappings past mappedBudget
+	warm           warmBlocks   // what reads copy from the mappings past mappedBudget
 	prefetching    atomic.Int32 // Prefetch goroutines running
 	// residentBatches counts the batches in a row found in the page cache (see resident).
 	residentBatches atomic.Uint64
