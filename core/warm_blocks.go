@@ -10,8 +10,8 @@ import (
 // that the mappings stay small (mapped.go), but warm data costs less copied from the
 // mapping: the copy out of the page cache is the same, and the system call and the
 // kernel's page lookups are spared (measured, 16 KiB samples of a warm 328 MB file: 1.5-1.8
-// µs of a 10 µs DatasetReader[i]; 0.96-1.18 -> 0.70-0.74 ms of a loader worker's CPU per
-// batch of 64 with the whole file mapped). So lone samples and the samples of a batch are
+// µs of a 10 µs DatasetReader[i]; a loader worker's CPU per batch of 64 such samples went
+// from 0.90-0.95 to 0.68-0.71 ms). So lone samples and the samples of a batch are
 // copied from the mapping when their blocks (warmBlock bytes of a file) are admitted, and
 // read with the engine otherwise. Two rules keep that from costing what the budget guards
 // against:
