@@ -1,0 +1,119 @@
+"""``DatasetReader[i]`` of a dataset of plain fields (one file each, no sequence field):
+one native call reads the datapoint's samples back to back into a reused buffer (see
+``ffrecord._single``), and its values come out of that buffer.
+
+When every field's decoder is a built-in one that unpacks (``bytes``, ``int``, ``float``),
+the values come out in one ``struct`` unpack: a ``bytes`` value is copied straight from the
+buffer, a number unpacked from its 8 bytes, with no view, slice or decoder call per field.
+The ``Struct`` of the last sizes seen is kept (datapoints of one dataset mostly have the
+same sizes); another one costs a new ``Struct`` (0.3 µs). Measured, 16 KiB ``bytes`` +
+``int``: the Python work around the native call went from about 2.6 µs to 1.3 µs of a
+datapoint. Other decoders are given a ``memoryview`` of their bytes, one field after
+another, as in batched reads.
+
+>>> import tempfile, os
+>>> from ffrecord.dataset import DatasetReader, DatasetWriter
+>>> path = os.path.join(tempfile.mkdtemp(), "ds")
+>>> with DatasetWriter(path, {"image": "bytes", "label": "int"}) as writer:
+...     _ = writer.append({"image": b"\\x89PNG", "label": 7})
+>>> DatasetReader(path)[0]
+{'image': b'\\x89PNG', 'label': 7}
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable, Sequence
+
+from .. import _lib
+from .._single import _SPARES, SampleReads
+from . import codecs
+
+# The struct format code of each built-in decoder whose values unpack from the buffer as
+# they are: a ``bytes`` value of any size, an 8-byte little-endian number.
+_CODES: dict[Callable, str] = {bytes: "s", **codecs.STRUCT_CODES}
+
+
+class FieldDecodeFailed(Exception):
+    """A decoder raised (its exception is ``__cause__``) while decoding ``field``."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
+
+
+class DatapointReads(SampleReads):
+    """Reads datapoint ``i`` of ``readers`` (open ``FileReader`` objects, one per field, in
+    the order of ``names``), decoded by ``decoders`` into a dict."""
+
+    def __init__(self, readers: Sequence, names: Sequence[str], decoders: Sequence[Callable]) -> None:
+        super().__init__(len(readers))
+        self._readers = list(readers)
+        self._names = tuple(names)
+        self._decoders = tuple(decoders)
+        self._codes = tuple(_CODES.get(decode) for decode in self._decoders)
+        self._unpacks = None not in self._codes  # every value comes out of one struct unpack
+        # (sizes, Struct.unpack_from for them): replaced whole, so threads read a consistent pair
+        self._layout: tuple[tuple[int, ...], Callable | None] = ((), None)
+
+    def read(self, index: int) -> dict[str, Any]:
+        """Datapoint ``index`` (already in ``[0, n)``); ``FieldDecodeFailed`` from a decoder
+        that raised."""
+        readers = self._readers
+        lib = _lib.current()
+        if lib is not self._lib:
+            self._refresh(lib, readers)
+        try:
+            kit = self._spares.pop()
+        except IndexError:
+            kit = self._kit()
+        buf, number, args, room = kit
+        number.value = index
+        status = self._call(*args)
+        if status:
+            kit, sizes = self._again(status, index, readers, kit)
+            buf = kit[0]
+        else:
+            sizes = self._sizes.unpack_from(buf, room)
+        if self._unpacks:
+            known, unpack = self._layout
+            if sizes != known:
+                unpack = self._unpacker(sizes)
+            if unpack is not None:
+                values = unpack(buf)
+                # nothing refers to the buffer: the values are copies
+                if kit[3] == self._guess and len(self._spares) < _SPARES:
+                    self._spares.append(kit)
+                return dict(zip(self._names, values))
+        del buf
+        return self._decoded(kit, sizes)
+
+    def _unpacker(self, sizes: tuple[int, ...]) -> Callable | None:
+        """``Struct.unpack_from`` of the values of these sizes; None when a number is not
+        8 bytes (its decoder then fails as in batched reads)."""
+        parts = ["<"]
+        for code, size in zip(self._codes, sizes):
+            if code == "s":
+                parts.append(f"{size}s")
+            elif size != 8:
+                return None
+            else:
+                parts.append(code)
+        unpack = struct.Struct("".join(parts)).unpack_from
+        self._layout = (sizes, unpack)
+        return unpack
+
+    def _decoded(self, kit: tuple, sizes: tuple[int, ...]) -> dict[str, Any]:
+        """Each value decoded from a view of its bytes; the kit handed back unless a decoder
+        kept a view of the buffer."""
+        view = memoryview(kit[0])
+        out, at = {}, 0
+        try:
+            for name, decode, size in zip(self._names, self._decoders, sizes):
+                out[name] = decode(view[at:at + size])
+                at += size
+        except Exception as exc:
+            raise FieldDecodeFailed(name) from exc
+        del view
+        self.give_back(kit)
+        return out
