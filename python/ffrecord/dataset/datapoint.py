@@ -6,10 +6,10 @@ When every field's decoder is a built-in one that unpacks (``bytes``, ``int``, `
 the values come out in one ``struct`` unpack: a ``bytes`` value is copied straight from the
 buffer, a number unpacked from its 8 bytes, with no view, slice or decoder call per field.
 The ``Struct`` of the last sizes seen is kept (datapoints of one dataset mostly have the
-same sizes); another one costs a new ``Struct`` (0.3 µs). Measured, 16 KiB ``bytes`` +
-``int``: the Python work around the native call went from about 2.6 µs to 1.3 µs of a
-datapoint. Other decoders are given a ``memoryview`` of their bytes, one field after
-another, as in batched reads.
+same sizes); other sizes cost a new ``Struct`` (0.3 µs). Measured here, 16 KiB ``bytes``
++ ``int``, warm: the Python work around the native call went from 2.9 µs to 2.0 µs a
+datapoint (the copy of the 16 KiB value, 0.4 µs, included). Other decoders are given a
+``memoryview`` of their bytes, one field after another, as in batched reads.
 
 >>> import tempfile, os
 >>> from ffrecord.dataset import DatasetReader, DatasetWriter
@@ -25,7 +25,6 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable, Sequence
 
-from .. import _lib
 from .._single import _SPARES, SampleReads
 from . import codecs
 
@@ -75,33 +74,18 @@ class DatapointReads(SampleReads):
     def read(self, index: int) -> dict[str, Any]:
         """Datapoint ``index`` (already in ``[0, n)``); ``FieldDecodeFailed`` from a decoder
         that raised."""
-        readers = self._readers
-        lib = _lib.current()
-        if lib is not self._lib:
-            self._refresh(lib, readers)
-        try:
-            kit = self._spares.pop()
-        except IndexError:
-            kit = self._kit()
-        buf, number, args, room = kit
-        number.value = index
-        status = self._call(*args)
-        if status:
-            kit, sizes = self._again(status, index, readers, kit)
-            buf = kit[0]
-        else:
-            sizes = self._sizes.unpack_from(buf, room)
+        kit, sizes = self.lend(index, self._readers)
         if self._unpacks:
             known, unpack = self._layout
             if sizes != known:
                 unpack = self._unpacker(sizes)
             if unpack is not None:
-                values = unpack(buf)
-                # nothing refers to the buffer: the values are copies
+                values = unpack(kit[0])
+                # give_back without its reference count: nothing refers to the buffer, the
+                # values are copies
                 if kit[3] == self._guess and len(self._spares) < _SPARES:
                     self._spares.append(kit)
                 return self._as_dict(values)
-        del buf
         return self._decoded(kit, sizes)
 
     def _unpacker(self, sizes: tuple[int, ...]) -> Callable | None:
