@@ -2,14 +2,14 @@
 one native call reads the datapoint's samples back to back into a reused buffer (see
 ``ffrecord._single``), and its values come out of that buffer.
 
-When every field's decoder is a built-in one that unpacks (``bytes``, ``int``, ``float``),
-the values come out in one ``struct`` unpack: a ``bytes`` value is copied straight from the
-buffer, a number unpacked from its 8 bytes, with no view, slice or decoder call per field.
-The ``Struct`` of the last sizes seen is kept (datapoints of one dataset mostly have the
-same sizes); other sizes cost a new ``Struct`` (0.3 µs). Measured here, 16 KiB ``bytes``
-+ ``int``, warm: the Python work around the native call went from 2.9 µs to 2.0 µs a
-datapoint (the copy of the 16 KiB value, 0.4 µs, included). Other decoders are given a
-``memoryview`` of their bytes, one field after another, as in batched reads.
+The values whose decoder is a built-in one that unpacks (``bytes``, ``int``, ``float``)
+come out in one ``struct`` unpack: a ``bytes`` value is copied straight from the buffer, a
+number unpacked from its 8 bytes, with no view, slice or decoder call per field; the other
+decoders are given a ``memoryview`` of their bytes, as in batched reads. The layout of the
+last sizes seen is kept (datapoints of one dataset mostly have the same sizes); other sizes
+cost a new ``Struct`` (0.3 µs). Measured here, 16 KiB ``bytes`` + ``int``, warm: the
+Python work around the native call went from 2.9 µs to 2.0 µs a datapoint (the copy of
+the 16 KiB value, 0.4 µs, included).
 
 >>> import tempfile, os
 >>> from ffrecord.dataset import DatasetReader, DatasetWriter
@@ -67,53 +67,46 @@ class DatapointReads(SampleReads):
         self._as_dict = dict_maker(self._names)
         self._decoders = tuple(decoders)
         self._codes = tuple(_CODES.get(decode) for decode in self._decoders)
-        self._unpacks = None not in self._codes  # every value comes out of one struct unpack
-        # (sizes, Struct.unpack_from for them): replaced whole, so threads read a consistent pair
-        self._layout: tuple[tuple[int, ...], Callable | None] = ((), None)
+        # The layout of the last sizes seen, replaced whole so that threads read a consistent
+        # one: (sizes, Struct.unpack_from for them, the fields decoded from views).
+        self._layout: tuple = ((), None, ())
 
     def read(self, index: int) -> dict[str, Any]:
         """Datapoint ``index`` (already in ``[0, n)``); ``FieldDecodeFailed`` from a decoder
         that raised."""
         kit, sizes = self.lend(index, self._readers)
-        if self._unpacks:
-            known, unpack = self._layout
-            if sizes != known:
-                unpack = self._unpacker(sizes)
-            if unpack is not None:
-                values = unpack(kit[0])
-                # give_back without its reference count: nothing refers to the buffer, the
-                # values are copies
-                if kit[3] == self._guess and len(self._spares) < _SPARES:
-                    self._spares.append(kit)
-                return self._as_dict(values)
-        return self._decoded(kit, sizes)
-
-    def _unpacker(self, sizes: tuple[int, ...]) -> Callable | None:
-        """``Struct.unpack_from`` of the values of these sizes; None when a number is not
-        8 bytes (its decoder then fails as in batched reads)."""
-        parts = ["<"]
-        for code, size in zip(self._codes, sizes):
-            if code == "s":
-                parts.append(f"{size}s")
-            elif size != 8:
-                return None
-            else:
-                parts.append(code)
-        unpack = struct.Struct("".join(parts)).unpack_from
-        self._layout = (sizes, unpack)
-        return unpack
-
-    def _decoded(self, kit: tuple, sizes: tuple[int, ...]) -> dict[str, Any]:
-        """Each value decoded from a view of its bytes; the kit handed back unless a decoder
-        kept a view of the buffer."""
+        known, unpack, viewed = self._layout
+        if sizes != known:
+            known, unpack, viewed = self._layout = self._layout_of(sizes)
+        out = self._as_dict(unpack(kit[0]))
+        if not viewed:
+            # give_back without its reference count: nothing refers to the buffer, the
+            # values are copies
+            if kit[3] == self._guess and len(self._spares) < _SPARES:
+                self._spares.append(kit)
+            return out
         view = memoryview(kit[0])
-        out, at = {}, 0
         try:
-            for name, decode, size in zip(self._names, self._decoders, sizes):
+            for name, decode, at, size in viewed:
                 out[name] = decode(view[at:at + size])
-                at += size
         except Exception as exc:
             raise FieldDecodeFailed(name) from exc
         del view
-        self.give_back(kit)
+        self.give_back(kit)  # unless a decoder kept a view of the buffer
         return out
+
+    def _layout_of(self, sizes: tuple[int, ...]) -> tuple:
+        """The layout of values of these sizes: a ``Struct`` that unpacks every value it can
+        (a ``bytes`` value, an 8-byte number) and puts ``b""`` in the place of the others,
+        which their decoders then replace, given views: ``(name, decoder, offset, size)``."""
+        parts, viewed, at = ["<"], [], 0
+        for name, decode, code, size in zip(self._names, self._decoders, self._codes, sizes):
+            if code == "s":
+                parts.append(f"{size}s")
+            elif code is not None and size == 8:
+                parts.append(code)
+            else:  # a number of another size fails in its decoder, as in batched reads
+                parts.append(f"{size}x0s")
+                viewed.append((name, decode, at, size))
+            at += size
+        return sizes, struct.Struct("".join(parts)).unpack_from, tuple(viewed)
