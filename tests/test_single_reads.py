@@ -29,6 +29,7 @@ def test_datapoints_match_batched_reads(dataset):
     expected = reader.read(list(range(12)))
     assert [reader[k] for k in range(12)] == expected
     assert [reader[k - 12] for k in range(12)] == expected
+    assert {tuple(reader[k]) for k in range(12)} == {("image", "label", "name")}  # spec order
     assert reader[np.int64(3)] == expected[3]  # other integer types take the general path
     with pytest.raises(IndexError):
         reader[12]
@@ -153,6 +154,7 @@ def test_unpacked_datapoints_follow_changing_sizes(tmp_path):
     got = [reader[k] for k in order]
     assert got == [expected[k] for k in order]
     assert all(type(d["image"]) is bytes and type(d["label"]) is int and type(d["x"]) is float for d in got)
+    assert {tuple(d) for d in got} == {("image", "label", "x")}
     orders = [np.random.default_rng(seed).integers(0, len(sizes), 200).tolist() for seed in range(4)]
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda order: [reader[k] for k in order], orders))
