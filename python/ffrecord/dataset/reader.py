@@ -280,7 +280,8 @@ class DatasetReader(Readable):
         try:
             return single.read(index)
         except FieldDecodeFailed as failed:
-            raise self._decode_error(self._fields[failed.field], index, None, failed.__cause__) from failed.__cause__
+            cause = failed.__cause__
+            raise self._decode_error(self._fields[failed.field], index, None, cause) from cause
 
     def _open_remembered_fields(self) -> dict[str, Future]:
         """Starts opening the field files that the spec named when this cache directory last
