@@ -29,6 +29,7 @@ def test_datapoints_match_batched_reads(dataset):
     expected = reader.read(list(range(12)))
     assert [reader[k] for k in range(12)] == expected
     assert [reader[k - 12] for k in range(12)] == expected
+    assert {tuple(reader[k]) for k in range(12)} == {("image", "label", "name")}  # spec order
     assert reader[np.int64(3)] == expected[3]  # other integer types take the general path
     with pytest.raises(IndexError):
         reader[12]
@@ -137,3 +138,25 @@ def test_a_number_of_the_wrong_size_fails_as_in_batched_reads(tmp_path):
         reader.read([0])
     with pytest.raises(CodecError, match="datapoint 0"):
         reader[0]
+
+
+def test_unpacked_datapoints_follow_changing_sizes(tmp_path):
+    # bytes and numbers only: each datapoint's values come out of one struct unpack, whose
+    # layout follows the sizes of the datapoint in hand, in any order and from any thread
+    sizes = [0, 1, 16, 4096, 70_000, 16, 16]
+    rng = np.random.default_rng(9)
+    with DatasetWriter(tmp_path / "ds", {"image": "bytes", "label": "int", "x": "float"}) as writer:
+        for k, size in enumerate(sizes):
+            writer.append({"image": rng.bytes(size), "label": -k, "x": k / 3})
+    reader = DatasetReader(tmp_path / "ds")
+    expected = reader.read(range(len(sizes)))
+    order = [5, 6, 4, 0, 5, 1, 1, 3, 2, 4, 6, 0]
+    got = [reader[k] for k in order]
+    assert got == [expected[k] for k in order]
+    assert all(type(d["image"]) is bytes and type(d["label"]) is int and type(d["x"]) is float for d in got)
+    assert {tuple(d) for d in got} == {("image", "label", "x")}
+    orders = [np.random.default_rng(seed).integers(0, len(sizes), 200).tolist() for seed in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda order: [reader[k] for k in order], orders))
+    for order, got in zip(orders, results):
+        assert got == [expected[k] for k in order]

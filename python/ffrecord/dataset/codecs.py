@@ -205,8 +205,8 @@ BUILTIN: dict[str, Codec] = {
 
 # Decoders whose values are 8-byte little-endian numbers: a batch of them is decoded at once.
 FIXED_WIDTH = {_decode_int: "<i8", _decode_float: "<f8"}
-# The same decoders as ``unpack_from(buffer, offset)`` of their 8 bytes (one datapoint's values).
-UNPACK_FROM = {_decode_int: _INT.unpack_from, _decode_float: _FLOAT.unpack_from}
+# The same decoders as ``struct`` format codes (with ``<``) of their 8 bytes (one datapoint's values).
+STRUCT_CODES = {_decode_int: "q", _decode_float: "d"}
 
 
 def resolve(fields: Mapping[str, Any], user: Mapping[str, Callable] | None,

@@ -17,9 +17,9 @@ import numpy as np
 
 from .. import _remote
 from .._indices import index_array, one_index
-from .._single import SampleReads
 from ..reader import FileReader
 from . import codecs, sequence
+from .datapoint import DatapointReads, FieldDecodeFailed
 from .errors import (CodecError, CorruptDatasetError, IncompleteDatasetError, MaskError,
                      SequenceRangeError, SpecError)
 from .spec import SPEC_FILE, Field, parse_spec_document, read_spec_and_metadata
@@ -256,13 +256,10 @@ class DatasetReader(Readable):
         # (labels, ids), which would otherwise cost a request per batch.
         self._held = set(self.cache_keys) | (self._small_fields() if self._remote else set())
         # Datapoints of plain fields read one at a time: one native call for all fields.
-        # Each field's (name, decoder, unpack_from of its fixed-width built-in decoder or None):
-        # an 8-byte number is unpacked from the buffer without a view of its own.
-        self._single: tuple | None = None  # (SampleReads, readers, fields)
+        self._single: DatapointReads | None = None
         if not self._held and not any(field.sequence for field in self._fields.values()):
-            self._single = (SampleReads(len(self._readers)), list(self._readers.values()),
-                            [(name, self._decoders[name], codecs.UNPACK_FROM.get(self._decoders[name]))
-                             for name in self._fields])
+            self._single = DatapointReads(list(self._readers.values()), list(self._fields),
+                                          [self._decoders[name] for name in self._fields])
 
     def _small_fields(self) -> set[str]:
         small = set()
@@ -278,23 +275,13 @@ class DatasetReader(Readable):
         if single is None or type(key) is not int:
             return super().__getitem__(key)
         # One datapoint of plain fields: everything per call that could be worked out at
-        # open was, so the cost is one native call and the decoders.
+        # open was, so the cost is one native call and the values' copies out of its buffer.
         index = key if 0 <= key < self._length else one_index(key, self._length)
-        reads, readers, fields = single
-        kit, sizes = reads.lend(index, readers)
-        buf = kit[0]
-        view = memoryview(buf)
-        out, at = {}, 0
         try:
-            for (name, decode, unpack_from), size in zip(fields, sizes):
-                out[name] = (unpack_from(buf, at)[0] if unpack_from is not None and size == 8
-                             else decode(view[at:at + size]))
-                at += size
-        except Exception as exc:
-            raise self._decode_error(self._fields[name], index, None, exc) from exc
-        del view, buf
-        reads.give_back(kit)  # unless a decoder kept a view of its buffer
-        return out
+            return single.read(index)
+        except FieldDecodeFailed as failed:
+            cause = failed.__cause__
+            raise self._decode_error(self._fields[failed.field], index, None, cause) from cause
 
     def _open_remembered_fields(self) -> dict[str, Future]:
         """Starts opening the field files that the spec named when this cache directory last
