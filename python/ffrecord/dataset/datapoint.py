@@ -25,7 +25,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable, Sequence
 
-from .._single import _SPARES, SampleReads
+from .._single import SampleReads
 from . import codecs
 
 # The struct format code of each built-in decoder whose values unpack from the buffer as
@@ -79,19 +79,14 @@ class DatapointReads(SampleReads):
         if sizes != known:
             known, unpack, viewed = self._layout = self._layout_of(sizes)
         out = self._as_dict(unpack(kit[0]))
-        if not viewed:
-            # give_back without its reference count: nothing refers to the buffer, the
-            # values are copies
-            if kit[3] == self._guess and len(self._spares) < _SPARES:
-                self._spares.append(kit)
-            return out
-        view = memoryview(kit[0])
-        try:
-            for name, decode, at, size in viewed:
-                out[name] = decode(view[at:at + size])
-        except Exception as exc:
-            raise FieldDecodeFailed(name) from exc
-        del view
+        if viewed:
+            view = memoryview(kit[0])
+            try:
+                for name, decode, at, size in viewed:
+                    out[name] = decode(view[at:at + size])
+            except Exception as exc:
+                raise FieldDecodeFailed(name) from exc
+            del view
         self.give_back(kit)  # unless a decoder kept a view of the buffer
         return out
 
