@@ -93,10 +93,10 @@ class FileReader(ReaderHandle, Verification, FileDescription):
         if idx is not None:
             try:
                 buf, sizes, common = self._read(idx, None)
-                return split(buf, len(sizes), common, sizes)
-            except IndexError:
-                pass  # an index from the end, or one out of range: index_array says which
-        buf, sizes, common = self._read(index_array(indices, self.n), None)
+            except IndexError:  # an index from the end, or one out of range: index_array says which
+                idx = None
+        if idx is None:
+            buf, sizes, common = self._read(index_array(indices, self.n), None)
         return split(buf, len(sizes), common, sizes)
 
     def read_one(self, index: Any) -> np.ndarray:
