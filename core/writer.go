@@ -338,14 +338,37 @@ func (w *Writer) appendData(p []byte) error {
 		w.startWriteback(w.dataAt + w.pos)
 		return nil
 	}
-	if len(w.buf)+len(p) > cap(w.buf) {
-		if err := w.flush(); err != nil {
-			return err
+	for len(p) > 0 {
+		room := w.bufferEnd() - len(w.buf)
+		n := min(room, len(p))
+		w.buf = append(w.buf, p[:n]...)
+		w.pos += uint64(n)
+		p = p[n:]
+		if n == room {
+			if err := w.flush(); err != nil {
+				return err
+			}
 		}
 	}
-	w.buf = append(w.buf, p...)
-	w.pos += uint64(len(p))
 	return nil
+}
+
+// folioAlign is the file offset multiple (2 MiB, a huge page) at which buffered writes
+// end, a sample split across two writes when it straddles one. A write puts its bytes in
+// page-cache folios no larger than the aligned part of the file it covers, and a file
+// mapping maps a 2 MiB folio whole, in one fault and one TLB entry. Writes ending anywhere
+// left about half of a file of small samples in small folios. Measured here, 200 MB of
+// 1 KiB samples in the page cache: 98 → 196 MB of the mapping in 2 MiB folios; a fresh
+// process's page faults over a shuffled epoch 470 → 360, its first touch of every page
+// 4.1-4.4 → 3.2-3.6 ms; writing them from Go, Close included, 2.27 → 2.76 GB/s (median of
+// 16 runs; unchanged through Python, where gathering the samples dominates).
+const folioAlign = 2 << 20
+
+// bufferEnd is how full the buffer gets before it is written: up to writeBuffer, so that
+// it ends at a multiple of folioAlign in the file.
+func (w *Writer) bufferEnd() int {
+	start := w.dataAt + w.pos - uint64(len(w.buf))
+	return writeBuffer - int(start%folioAlign)
 }
 
 // flush hands the buffer to a background write and continues with the spare one, once

@@ -40,9 +40,10 @@ def test_wrong_fname_types_are_type_errors() -> None:
             FileReader(wrong)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("indices", [[10], [0, 11], [-11], np.array([2**40]), [2**63]])
+@pytest.mark.parametrize("indices", [[10], [0, 11], [-11], np.array([2**40]), [2**63],
+                                     np.array([3, -11]), np.array([0, 10])])
 def test_out_of_range_is_index_error(small: FileReader, indices) -> None:
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="out of range|of a dataset of 10"):
         small.read(indices)
 
 

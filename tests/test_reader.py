@@ -121,6 +121,7 @@ INDEX_FORMS = {
     "numpy-int32": lambda ix: np.array(ix, np.int32),
     "numpy-uint16": lambda ix: np.array(ix, np.uint16),
     "numpy-uint64-strided": lambda ix: np.repeat(np.array(ix, np.uint64), 2)[::2],
+    "numpy-int64-strided": lambda ix: np.repeat(np.array(ix, np.int64), 2)[::2],
     "numpy-scalars": lambda ix: [np.int64(i) for i in ix],
     "range": lambda ix: range(ix[0], ix[0] + 1),
 }
@@ -145,6 +146,9 @@ def test_torch_tensors_as_indices(dataset, reader: FileReader) -> None:
 def test_negative_and_empty_indices(dataset, reader: FileReader) -> None:
     _, samples = dataset
     assert [s.tobytes() for s in reader.read([-1, -200])] == [samples[-1], samples[0]]
+    # an int64 array goes to the library unchecked, then again through the checks
+    for indices in (np.array([5, -1, -200]), np.array([5, 0, -1, 0, -200])[::2]):
+        assert [s.tobytes() for s in reader.read(indices)] == [samples[5], samples[-1], samples[0]]
     assert reader.read_one(-3).tobytes() == samples[-3]
     assert reader.read([]) == [] and reader.read(np.array([], np.int64)) == []
     buf, offsets = reader.read_batch([])

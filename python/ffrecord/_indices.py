@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 _EMPTY = np.empty(0, np.uint64)
+_INT64, _UINT64 = np.dtype(np.int64), np.dtype(np.uint64)
 
 
 def one_index(index: Any, n: int) -> int:
@@ -35,6 +36,22 @@ def one_index(index: Any, n: int) -> int:
     if not -n <= value < n:
         raise IndexError(f"sample index {value} out of range for {n} samples")
     return value + n if value < 0 else value
+
+
+def unchecked_indices(indices: Any) -> np.ndarray | None:
+    """A contiguous 1-D ``int64`` array (a shuffled order's slice: the commonest batch) as
+    ``uint64`` without looking at its values, else None. Only for a library call that checks
+    every index before it reads anything, and that is made again through ``index_array``
+    when it refuses one: a negative index (counted from the end) is then past any end.
+    ``index_array`` costs 3.2 µs on such a batch (its minimum alone 1.3 µs), this 0.6 µs.
+
+    >>> unchecked_indices(np.array([3, -1])).tolist(), unchecked_indices([3])
+    ([3, 18446744073709551615], None)
+    """
+    if (type(indices) is np.ndarray and indices.dtype is _INT64 and indices.ndim == 1
+            and indices.flags.c_contiguous):
+        return indices.view(_UINT64)
+    return None
 
 
 def index_array(indices: Any, n: int) -> np.ndarray:

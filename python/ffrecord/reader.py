@@ -26,7 +26,7 @@ from ._batch import BatchReads
 from ._buffers import offsets, output_view, split, split_batch
 from ._file_info import FileDescription, FileInfo
 from ._handle import ReaderHandle
-from ._indices import index_array, one_index
+from ._indices import index_array, one_index, unchecked_indices
 from ._paths import PathArg
 from ._single import SampleReads
 from ._verification import BadSample, Verification
@@ -89,7 +89,14 @@ class FileReader(ReaderHandle, Verification, FileDescription):
         >>> [s.tobytes() for s in r.read([0, 2])]      # doctest: +SKIP
         [b'a', b'ccc']
         """
-        buf, sizes, common = self._read(index_array(indices, self.n), None)
+        idx = unchecked_indices(indices)
+        if idx is not None:
+            try:
+                buf, sizes, common = self._read(idx, None)
+            except IndexError:  # an index from the end, or one out of range: index_array says which
+                idx = None
+        if idx is None:
+            buf, sizes, common = self._read(index_array(indices, self.n), None)
         return split(buf, len(sizes), common, sizes)
 
     def read_one(self, index: Any) -> np.ndarray:
