@@ -163,3 +163,21 @@ func badIndices(r *Reader, start, count uint64) ([]uint64, error) {
 	})
 	return bad, err
 }
+
+// flipBit flips the lowest bit of the byte at off of the file at path, in place.
+func flipBit(t testing.TB, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 1
+	if _, err := f.WriteAt(b[:], off); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -30,24 +30,6 @@ func settledFile(t *testing.T) string {
 	return path
 }
 
-// damageMetadataChecksum flips a bit of the stored metadata checksum in place.
-func damageMetadataChecksum(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var b [1]byte
-	if _, err := f.ReadAt(b[:], 0); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 1
-	if _, err := f.WriteAt(b[:], 0); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestVerifiedIdentityIsHandedOnAndChangeForcesTheCheck(t *testing.T) {
 	forgetVerified(t)
 	path := settledFile(t)
@@ -64,7 +46,7 @@ func TestVerifiedIdentityIsHandedOnAndChangeForcesTheCheck(t *testing.T) {
 		t.Fatalf("reopened: Verified = %+v, want %+v", got, ids)
 	}
 
-	damageMetadataChecksum(t, path) // a write: the file has another identity now
+	flipBit(t, path, 0) // the metadata checksum; a write: the file has another identity now
 	for _, vouched := range [][]FileIdentity{nil, ids} {
 		_, err := Open([]string{path}, ReaderOptions{CheckData: true, Verified: vouched})
 		if !errors.Is(err, ErrChecksum) {
@@ -79,7 +61,7 @@ func TestVouchedIdentityMustMatchExactly(t *testing.T) {
 	forgetVerified(t)
 	path := filepath.Join(t.TempDir(), "v.ffr")
 	writeSamples(t, path, [][]byte{[]byte("a"), []byte("bb")}, WriterOptions{})
-	damageMetadataChecksum(t, path)
+	flipBit(t, path, 0) // the metadata checksum
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)

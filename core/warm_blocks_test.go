@@ -259,14 +259,7 @@ func TestBatchesPastTheBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := os.OpenFile(paths[fk], os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteAt([]byte{^samples[i][0]}, int64(off)); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
+		flipBit(t, paths[fk], int64(off))
 		batch := append(slices.Clone(clean), i)
 		if err := readBatch(batch); !errors.Is(err, ErrChecksum) || !strings.Contains(err.Error(), fmt.Sprint(i)) {
 			t.Errorf("batch with damaged sample %d (admitted %v): err = %v", i, admitted(i), err)
