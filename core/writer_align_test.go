@@ -1,6 +1,8 @@
 package core
 
 import (
+	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -49,5 +51,38 @@ func TestBufferedWritesEndAligned(t *testing.T) {
 			t.Fatalf("sizes %v: %d buffered writes before Close: the test wrote too little", sizes, writes)
 		}
 		assertSamples(t, readAll(t, openReader(t, ReaderOptions{CheckData: true}, path)), samples)
+	}
+}
+
+// Samples of every compression, stored at sizes that straddle the 2 MiB boundaries where
+// buffered writes are cut, read back whole, in one batch, with nothing written past it.
+func TestSplitWritesReadBackInEveryCompression(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 20))
+	var samples [][]byte
+	for total := 0; total < 5*folioAlign; {
+		s := make([]byte, 2000+rng.IntN(60_000))
+		fillRandom(rng, s[:len(s)/2]) // half noise, half zeros: compressed to about half
+		samples = append(samples, s)
+		total += len(s) / 2
+	}
+	for _, compression := range []Compression{CompressNone, CompressLZ4, CompressZstd} {
+		t.Run(fmt.Sprint(compression), func(t *testing.T) {
+			path := tempPath(t, "split.ffr")
+			writeSamples(t, path, samples, WriterOptions{Compression: compression})
+			r := openReader(t, ReaderOptions{CheckData: true}, path)
+			indices, want := make([]uint64, len(samples)), []byte(nil)
+			for k, i := range rng.Perm(len(samples)) {
+				indices[k] = uint64(i)
+				want = append(want, samples[i]...)
+			}
+			const guard = 64
+			got := bytes.Repeat([]byte{0xA5}, len(want)+guard)
+			if err := r.ReadBatch(indices, got, make([]uint64, len(indices))); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got[:len(want)], want) || !bytes.Equal(got[len(want):], bytes.Repeat([]byte{0xA5}, guard)) {
+				t.Fatal("the batch differs from the samples written, or bytes past it were written")
+			}
+		})
 	}
 }
