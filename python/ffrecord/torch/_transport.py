@@ -34,11 +34,12 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+from torch._utils import ExceptionWrapper
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils.pin_memory import pin_memory as _torch_pin_memory
 
-__all__ = ["BytesColumn", "Packed", "Receiving", "WorkerCollate", "WorkerStart", "columns_welcome",
-           "forget_exited_workers", "receive", "scratch", "slot_bytes"]
+__all__ = ["BytesColumn", "Packed", "Receiving", "TaskGroup", "WorkerCollate", "WorkerStart",
+           "columns_welcome", "each_batch", "forget_exited_workers", "receive", "scratch", "slot_bytes"]
 
 # Linux: memfd_create, and /proc/<pid>/fd to map a worker's arena; elsewhere torch's pipe.
 SUPPORTED = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
@@ -88,6 +89,42 @@ class BytesColumn:
 
     def __repr__(self) -> str:
         return f"<BytesColumn: {len(self)} values, {self.buffer.nbytes} bytes>"
+
+
+class TaskGroup(list):
+    """Consecutive batches of an epoch that one loader worker fetches as one task: their
+    indices on the way in (as the loader's sampler yields them), the batches on the way
+    out, all in one slot and one message. A worker's cost per task (its queues, waking
+    the main process, the library's threads waking for a call) is then paid once for
+    several batches. A batch that failed travels as torch's ``ExceptionWrapper`` and is
+    raised when its turn comes (see ``each_batch``).
+
+    >>> TaskGroup([[0, 1], [2, 3]])
+    TaskGroup([[0, 1], [2, 3]])
+    """
+
+    def __repr__(self) -> str:
+        return f"TaskGroup({list(self)!r})"
+
+
+def each_batch(fetch: Callable[[Any], Any], group: TaskGroup) -> TaskGroup:
+    """``fetch`` of each batch of a task group, in a loader worker; a batch whose fetch
+    raises is the exception wrapped as torch wraps a worker's, for the main process to
+    raise at that batch, the others arriving as usual.
+
+    >>> each_batch(lambda batch: [10 * i for i in batch], TaskGroup([[1], [2]]))
+    TaskGroup([[10], [20]])
+    """
+    return TaskGroup(_wrapped_failure(fetch, batch) for batch in group)
+
+
+def _wrapped_failure(fn: Callable[[Any], Any], arg: Any) -> Any:
+    """``fn(arg)``, or what it raised as torch's worker wraps it."""
+    try:
+        return fn(arg)
+    except Exception:
+        info = get_worker_info()
+        return ExceptionWrapper(where=f"in DataLoader worker process {info.id if info else 0}")
 
 
 class _Leaf:
@@ -140,6 +177,8 @@ def _pinned(data: Any) -> Any:
         return data
     if kind is list:
         return [_pinned(x) for x in data]
+    if kind is TaskGroup:
+        return TaskGroup(_pinned(x) for x in data)
     if kind is dict:
         return {k: _pinned(v) for k, v in data.items()}
     if kind is tuple:
@@ -307,6 +346,8 @@ def _plan(obj: Any, leaves: list, size: list, inside: tuple[int, int] | None,
     kind = type(obj)
     if kind is list:
         return [_plan(x, leaves, size, inside, exact_types) for x in obj]
+    if kind is TaskGroup:
+        return TaskGroup(_plan(x, leaves, size, inside, exact_types) for x in obj)
     if kind is dict:
         return {k: _plan(v, leaves, size, inside, exact_types) for k, v in obj.items()}
     if kind is tuple:
@@ -418,6 +459,10 @@ class WorkerCollate:
         if get_worker_info() is None:
             return self.collate_fn(batch)
         _ACTIVE = True
+        if type(batch) is TaskGroup:  # each batch collated, all packed in one slot
+            collated = TaskGroup(b if type(b) is ExceptionWrapper else _wrapped_failure(self.collate_fn, b)
+                                 for b in batch)
+            return _sender().pack(collated, self.exact_types)
         return _sender().pack(self.collate_fn(batch), self.exact_types)
 
     def __repr__(self) -> str:
@@ -554,6 +599,8 @@ def _rebuild(skeleton: Any, slot: Any, raw: memoryview) -> Any:
         return np.frombuffer(slot, leaf.dtype, leaf.nbytes // leaf.dtype.itemsize, leaf.offset).reshape(leaf.shape)
     if kind is list:
         return [_rebuild(x, slot, raw) for x in skeleton]
+    if kind is TaskGroup:
+        return TaskGroup(_rebuild(x, slot, raw) for x in skeleton)
     if kind is dict:
         return {k: _rebuild(v, slot, raw) for k, v in skeleton.items()}
     if kind is tuple:

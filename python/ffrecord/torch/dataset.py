@@ -45,7 +45,7 @@ from ffrecord import FileReader
 from ffrecord._remote import pinned
 from ffrecord.reader import reopen, split_batch
 
-from . import collate
+from . import _transport, collate
 from .sampler import prefetch_ahead
 
 
@@ -195,8 +195,20 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
         return self.process_batch(indices, buffer, offsets)
 
     def __getitems__(self, indices: list[int]) -> list:
-        """torch's batched-fetch protocol: the DataLoader hands over the whole batch at once."""
+        """torch's batched-fetch protocol: the DataLoader hands over the whole batch at once
+        (or, in a worker of ffrecord's DataLoader, a ``TaskGroup`` of batches: each read by
+        ``self[batch]``)."""
+        if type(indices) is _transport.TaskGroup:
+            return _transport.each_batch(self.__getitem__, indices)
         return self[indices]
+
+    def _batches_are_reads(self) -> bool:
+        """True when a batch is only read (none of ``__getitem__``, ``__getitems__``,
+        ``process`` and ``process_batch`` replaced): a loader worker then fetches several per
+        task (``_transport.TaskGroup``)."""
+        kind = type(self)
+        return all(getattr(kind, name) is getattr(Dataset, name)
+                   for name in ("__getitem__", "__getitems__", "process", "process_batch"))
 
     def process_batch(self, indices: Sequence[int], buffer: np.ndarray, offsets: np.ndarray) -> Any:
         """Turns a batch as read into the samples the DataLoader's ``collate_fn`` receives.

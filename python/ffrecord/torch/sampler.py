@@ -22,6 +22,8 @@ from torch.utils.data import Sampler
 
 from ffrecord.order import FullShuffle, Order, RankShare, Sequential, datapoint_seeds
 
+from ._transport import TaskGroup
+
 # Indices are computed for this many samples at once: enough to amortise numpy's per-call
 # overhead, small enough that the first batch after set_step comes at once.
 _CHUNK_SAMPLES = 8192
@@ -191,6 +193,9 @@ class EpochBatchSampler(_PlannedSampler):
         # Batches carry their canonical positions (Batch.seeds) when set; the DataLoader
         # sets it for ffrecord datasets, and to the seed datapoint seeds derive from.
         self.seed_of_datapoints: int | None = None
+        # Consecutive batches yielded together as one loader worker's task (a TaskGroup)
+        # when above 1; the DataLoader sets it.
+        self.group = 1
         self.share = RankShare(n, batch_size, rank, world_size, drop_last)
 
     @property
@@ -238,6 +243,19 @@ class EpochBatchSampler(_PlannedSampler):
         )
 
     def __iter__(self) -> Iterator[Any]:
+        if self.group < 2:
+            yield from self._batches()
+            return
+        group = TaskGroup()
+        for batch in self._batches():
+            group.append(batch)
+            if len(group) == self.group:
+                yield group
+                group = TaskGroup()
+        if group:
+            yield group
+
+    def _batches(self) -> Iterator[Any]:
         epoch, start, share = self.epoch, self.start, self.share
         order = self._order()
         size = self.batch_size

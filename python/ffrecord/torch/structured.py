@@ -85,6 +85,8 @@ class StructuredDataset(torch.utils.data.Dataset):
         return self.__getitems__([single])[0]
 
     def __getitems__(self, indices: Any) -> list | Collated:
+        if type(indices) is _transport.TaskGroup:  # a loader worker's task of several batches
+            return _transport.each_batch(self.__getitems__, indices)
         if hasattr(self.source, "prefetch"):  # the batch the loader reads after the next ones
             prefetch_ahead(self, indices, self.source.prefetch, self.mask)
         if self._columns is not None and _transport.columns_welcome(self):
@@ -131,6 +133,11 @@ class StructuredDataset(torch.utils.data.Dataset):
         if len(idx) and common == 8:
             return torch.from_numpy(buffer.view(dtype))
         return default_collate([d[name] for d in self.source.read(idx, [name])])
+
+    def _batches_are_reads(self) -> bool:
+        """True when a batch is only read (no transform), by this class's ``__getitems__``:
+        a loader worker then fetches several per task (``_transport.TaskGroup``)."""
+        return self.transform is None and type(self).__getitems__ is StructuredDataset.__getitems__
 
     def ffrecord_files(self) -> list[str]:
         """The FFRecord files behind the dataset (for the loader's state fingerprint)."""

@@ -1,0 +1,151 @@
+"""A loader worker fetches several batches per task when a batch of ffrecord's dataset is only
+read (``_transport.TaskGroup``): the batches still come out one at a time, exactly those of a
+loader without workers and in their order, and resuming, a failed batch and pinned memory
+work batch by batch."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch._utils import ExceptionWrapper  # noqa: E402
+
+from ffr_helpers import write_dataset  # noqa: E402
+from ffrecord import CorruptFileError  # noqa: E402
+from ffrecord.dataset import DatasetReader, DatasetWriter  # noqa: E402
+from ffrecord.torch import DataLoader, Dataset, _transport  # noqa: E402
+from ffrecord.torch.dataloader import TASK_GROUP  # noqa: E402
+from ffrecord.torch.structured import StructuredDataset  # noqa: E402
+
+N, BATCH = 40, 3  # 14 batches: tasks of TASK_GROUP batches, the last one short
+SAMPLE = 8  # each sample: its index as 8 little-endian bytes
+
+
+@pytest.fixture(scope="module")
+def path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(write_dataset(tmp_path_factory.mktemp("groups") / "samples.ffr",
+                             (k.to_bytes(SAMPLE, "little") for k in range(N))))
+
+
+def ids(batch: torch.Tensor) -> list[int]:
+    return batch.contiguous().view(torch.int64).flatten().tolist()
+
+
+def loader(path: str, **options) -> DataLoader:
+    options = {"batch_size": BATCH, "shuffle": True, "seed": 5, **options}
+    if options.get("num_workers"):
+        options.setdefault("timeout", 60)
+    return DataLoader(Dataset(path), **options)
+
+
+@pytest.fixture
+def tasks_seen(monkeypatch: pytest.MonkeyPatch) -> list[type]:
+    """The type of each task the main process receives from the workers."""
+    seen: list[type] = []
+    receive = _transport.receive
+
+    def recording(task):
+        batch = receive(task)
+        seen.append(type(batch))
+        return batch
+
+    monkeypatch.setattr(_transport, "receive", recording)
+    return seen
+
+
+def test_batches_of_a_task_come_one_by_one_in_order(path, tasks_seen):
+    reference = loader(path)
+    expected = [[ids(b) for b in reference] for _ in range(2)]  # two epochs
+    tasks_seen.clear()
+    grouped = loader(path, num_workers=2)
+    assert [[ids(b) for b in grouped] for _ in range(2)] == expected
+    assert tasks_seen == [_transport.TaskGroup] * (2 * -(-len(expected[0]) // TASK_GROUP))
+
+
+def test_a_task_pinned_and_its_slot_released(monkeypatch):
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a: self.clone(), raising=False)
+    sender = _transport._Sender()
+    try:
+        raise ValueError("batch 1 failed")
+    except ValueError:
+        failed = ExceptionWrapper(where="in a test")
+    packed = sender.pack(_transport.TaskGroup([{"x": torch.arange(3)}, failed, {"x": torch.arange(4)}]))
+    pinned = torch.utils.data._utils.pin_memory.pin_memory(packed)
+    gc.collect()
+    assert type(pinned) is _transport.TaskGroup and pinned[1] is not None
+    assert [pinned[0]["x"].tolist(), pinned[2]["x"].tolist()] == [[0, 1, 2], [0, 1, 2, 3]]
+    with pytest.raises(ValueError, match="batch 1 failed"):
+        pinned[1].reraise()
+    assert sender.arenas[0].states[packed.slot] == _transport.FREE
+
+
+def test_structured_batches_read_into_slots_in_groups(tmp_path, tasks_seen):
+    path = str(tmp_path / "ds")
+    with DatasetWriter(path, {"image": "bytes", "label": "int"}) as writer:
+        for k in range(N):
+            writer.append({"image": bytes([k]) * (1 + k % 5), "label": k})
+    data = StructuredDataset(DatasetReader(path))
+
+    def plain(batches):
+        return [(b["label"].tolist(), [bytes(v) for v in b["image"]]) for b in batches]
+
+    expected = plain(DataLoader(data, batch_size=BATCH, shuffle=True, seed=2))
+    tasks_seen.clear()
+    assert plain(DataLoader(data, batch_size=BATCH, shuffle=True, seed=2, num_workers=2, timeout=60)) == expected
+    assert set(tasks_seen) == {_transport.TaskGroup}
+
+
+def test_resume_inside_a_task(path):
+    expected = [ids(b) for b in loader(path)]
+    first = loader(path, num_workers=2)
+    iterator = iter(first)
+    for _ in range(TASK_GROUP + 1):  # into the second task
+        next(iterator)
+    state = first.state_dict()
+    assert state["step"] == TASK_GROUP + 1
+    restored = loader(path, num_workers=2)
+    restored.load_state_dict(state)
+    assert [ids(b) for b in restored] == expected[TASK_GROUP + 1:]
+    stepped = loader(path, num_workers=2)
+    stepped.set_step(TASK_GROUP - 1)  # a task that starts mid-way through the batches of one
+    assert [ids(b) for b in stepped] == expected[TASK_GROUP - 1:]
+
+
+def test_a_failed_batch_raises_at_its_turn(tmp_path):
+    path = tmp_path / "damaged.ffr"
+    write_dataset(path, (k.to_bytes(SAMPLE, "little") for k in range(N)))
+    raw = bytearray(path.read_bytes())
+    raw[12 + 12 * N + SAMPLE * (BATCH + 1)] ^= 0xFF  # a sample of batch 1, in the first task
+    path.write_bytes(bytes(raw))
+    damaged = DataLoader(Dataset(str(path)), batch_size=BATCH, num_workers=2, timeout=60)
+    iterator = iter(damaged)
+    assert ids(next(iterator)) == [0, 1, 2]  # the batch before it arrives
+    with pytest.raises(CorruptFileError, match="checksum"):
+        next(iterator)
+    assert damaged.state_dict()["step"] == 1
+
+
+def test_only_batches_that_are_only_read_are_grouped(path, tmp_path):
+    class Processed(Dataset):
+        def process(self, indices, data):
+            return data
+
+    def group(made: DataLoader) -> int:
+        iter(made)
+        return made._planner.group
+
+    assert group(loader(path, num_workers=2)) == TASK_GROUP
+    assert group(loader(path)) == 1  # no workers
+    assert group(loader(path, num_workers=2, shared_memory=False)) == 1  # torch's pipe
+    assert group(DataLoader(Processed(path), batch_size=BATCH, num_workers=2)) == 1
+    assert group(DataLoader(Dataset(path), batch_size=BATCH, num_workers=2, shuffle=True,
+                            generator=torch.Generator().manual_seed(1))) == 1  # the stock order
+    ds = str(tmp_path / "ds")
+    with DatasetWriter(ds, {"x": "int"}) as writer:
+        writer.append({"x": 1})
+    transformed = StructuredDataset(DatasetReader(ds), transform=lambda d: d["x"])
+    assert group(DataLoader(transformed, batch_size=1, num_workers=2)) == 1
+    assert group(DataLoader(StructuredDataset(DatasetReader(ds)), batch_size=1, num_workers=2)) == TASK_GROUP
