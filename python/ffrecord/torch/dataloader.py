@@ -331,7 +331,7 @@ class DataLoader(torch.utils.data.DataLoader):
             generator_state = self.generator.get_state()
         if isinstance(self._planner, EpochBatchSampler):
             self._planner.plan(epoch, start, base)
-            self._planner.group = self._task_group()
+            self._planner.group, self._planner.single_tasks = self._task_group(), self.num_workers
             if isinstance(self.dataset, (Dataset, StructuredDataset)):
                 # A worker's tasks come every num_workers tasks and it holds prefetch_factor
                 # of them queued: the batch to prefetch is the one after those; with a

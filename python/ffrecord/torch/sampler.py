@@ -194,8 +194,10 @@ class EpochBatchSampler(_PlannedSampler):
         # sets it for ffrecord datasets, and to the seed datapoint seeds derive from.
         self.seed_of_datapoints: int | None = None
         # Consecutive batches yielded together as one loader worker's task (a TaskGroup)
-        # when above 1; the DataLoader sets it.
+        # when above 1, after single_tasks batches yielded alone (each worker's first task:
+        # its first batch comes as soon as it can); the DataLoader sets them.
         self.group = 1
+        self.single_tasks = 0
         self.share = RankShare(n, batch_size, rank, world_size, drop_last)
 
     @property
@@ -246,8 +248,10 @@ class EpochBatchSampler(_PlannedSampler):
         if self.group < 2:
             yield from self._batches()
             return
+        batches = self._batches()
+        yield from itertools.islice(batches, self.single_tasks)
         group = TaskGroup()
-        for batch in self._batches():
+        for batch in batches:
             group.append(batch)
             if len(group) == self.group:
                 yield group
