@@ -62,6 +62,7 @@ def test_batches_of_a_task_come_one_by_one_in_order(path, tasks_seen):
     tasks_seen.clear()
     grouped = loader(path, num_workers=2)
     assert [[ids(b) for b in grouped] for _ in range(2)] == expected
+    assert all(type(b) is not _transport.TaskGroup for b in grouped.batch_sampler)  # its own batches
     # each worker's first task is a lone batch, so that it delivers at once
     epoch_tasks = [torch.Tensor] * 2 + [_transport.TaskGroup] * -(-(len(expected[0]) - 2) // TASK_GROUP)
     assert tasks_seen == epoch_tasks * 2
@@ -138,7 +139,7 @@ def test_only_batches_that_are_only_read_are_grouped(path, tmp_path):
 
     def group(made: DataLoader) -> int:
         iter(made)
-        return made._planner.group
+        return made._tasks.group
 
     assert group(loader(path, num_workers=2)) == TASK_GROUP
     assert group(loader(path)) == 1  # no workers

@@ -26,7 +26,7 @@ from ffrecord.order import FullShuffle, Order, RankShare
 
 from . import _resume
 from ._state import dataset_fingerprint, encode_generator_state, member_files
-from .sampler import EpochBatchSampler, SkipableSampler, SkippingBatchSampler
+from .sampler import EpochBatchSampler, SkipableSampler, SkippingBatchSampler, WorkerTasks
 from .structured import StructuredDataset
 
 __all__ = ["DataLoader", "SkipableSampler", "mixture_start"]
@@ -261,6 +261,7 @@ class DataLoader(torch.utils.data.DataLoader):
         # torch keeps the index sampler in one of these; ours replaces it (torch's own
         # attribute guard is for users, who must not swap samplers mid-life).
         object.__setattr__(self, "batch_sampler" if self._auto_collation else "sampler", self._planner)
+        self._tasks = WorkerTasks(self._planner)
         self._fingerprint = dataset_fingerprint(dataset)
 
     def _make_sampler(self, shuffle: bool, seed: int | None, rank: int | None, world_size: int | None,
@@ -331,7 +332,7 @@ class DataLoader(torch.utils.data.DataLoader):
             generator_state = self.generator.get_state()
         if isinstance(self._planner, EpochBatchSampler):
             self._planner.plan(epoch, start, base)
-            self._planner.group, self._planner.single_tasks = self._task_group(), self.num_workers
+            self._tasks.group, self._tasks.single = self._task_group(), self.num_workers
             if isinstance(self.dataset, (Dataset, StructuredDataset)):
                 # A worker's tasks come every num_workers tasks and it holds prefetch_factor
                 # of them queued: the batch to prefetch is the one after those; with a
@@ -339,7 +340,7 @@ class DataLoader(torch.utils.data.DataLoader):
                 # (remote) from the start of this one: downloads never wait for half a window
                 # read, and the cache holds two windows (ffrecord.plan's cache to run).
                 window = getattr(self._planner.order, "window_positions", 0)
-                queued = self.num_workers * (self.prefetch_factor or 1) * self._planner.group
+                queued = self.num_workers * (self.prefetch_factor or 1) * self._tasks.group
                 per_window = window // (self._planner.batch_size * self._planner.world_size)
                 self._planner.lookahead = max(1, queued, per_window)
             if isinstance(self.dataset, (Dataset, StructuredDataset)):  # they hand on datapoint seeds
@@ -348,6 +349,13 @@ class DataLoader(torch.utils.data.DataLoader):
             self._planner.plan(epoch, start)
         self._run = _EpochRun(epoch, start, base, self._planner.num_batches, generator_state, before)
         return _TrackedIterator(super().__iter__(), self._run)
+
+    @property
+    def _index_sampler(self) -> Any:
+        """What torch's iterator draws its tasks from (see ``WorkerTasks``); torch's own
+        choice until the loader's sampler is in place."""
+        tasks = self.__dict__.get("_tasks")
+        return tasks if tasks is not None else super()._index_sampler
 
     def _task_group(self) -> int:
         """Batches per worker task (``_transport.TaskGroup``): ``TASK_GROUP`` when the

@@ -193,11 +193,6 @@ class EpochBatchSampler(_PlannedSampler):
         # Batches carry their canonical positions (Batch.seeds) when set; the DataLoader
         # sets it for ffrecord datasets, and to the seed datapoint seeds derive from.
         self.seed_of_datapoints: int | None = None
-        # Consecutive batches yielded together as one loader worker's task (a TaskGroup)
-        # when above 1, after single_tasks batches yielded alone (each worker's first task:
-        # its first batch comes as soon as it can); the DataLoader sets them.
-        self.group = 1
-        self.single_tasks = 0
         self.share = RankShare(n, batch_size, rank, world_size, drop_last)
 
     @property
@@ -245,21 +240,6 @@ class EpochBatchSampler(_PlannedSampler):
         )
 
     def __iter__(self) -> Iterator[Any]:
-        if self.group < 2:
-            yield from self._batches()
-            return
-        batches = self._batches()
-        yield from itertools.islice(batches, self.single_tasks)
-        group = TaskGroup()
-        for batch in batches:
-            group.append(batch)
-            if len(group) == self.group:
-                yield group
-                group = TaskGroup()
-        if group:
-            yield group
-
-    def _batches(self) -> Iterator[Any]:
         epoch, start, share = self.epoch, self.start, self.share
         order = self._order()
         size = self.batch_size
@@ -301,6 +281,46 @@ class EpochBatchSampler(_PlannedSampler):
         # (which matters when the training loop draws from the same generator).
         if self.uses_generator:
             torch.randperm(self.n, generator=self.generator)
+
+
+class WorkerTasks:
+    """What a DataLoader's torch iterator draws its tasks from: the batch sampler's batches,
+    ``group`` consecutive ones per loader worker task (a ``TaskGroup``) after ``single``
+    batches alone (each worker's first task: its first batch comes as soon as it can); a
+    batch per task while ``group`` is 1. The batch sampler itself yields single batches.
+
+    >>> tasks = WorkerTasks([[0], [1], [2], [3], [4]])
+    >>> tasks.group, tasks.single = 2, 1
+    >>> list(tasks), len(tasks)
+    ([[0], TaskGroup([[1], [2]]), TaskGroup([[3], [4]])], 5)
+    """
+
+    def __init__(self, batches: Any) -> None:
+        self.batches = batches
+        self.group = 1
+        self.single = 0
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[Any]:
+        batches = iter(self.batches)
+        return batches if self.group < 2 else self._grouped(batches, self.group, self.single)
+
+    @staticmethod
+    def _grouped(batches: Iterator[Any], size: int, single: int) -> Iterator[Any]:
+        yield from itertools.islice(batches, single)
+        group = TaskGroup()
+        for batch in batches:
+            group.append(batch)
+            if len(group) == size:
+                yield group
+                group = TaskGroup()
+        if group:
+            yield group
+
+    def __repr__(self) -> str:
+        return f"WorkerTasks({self.batches!r}, group={self.group}, single={self.single})"
 
 
 class SkippingBatchSampler(_PlannedSampler):
