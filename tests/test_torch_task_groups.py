@@ -85,11 +85,12 @@ def test_a_task_pinned_and_its_slot_released(monkeypatch):
     assert sender.arenas[0].states[packed.slot] == _transport.FREE
 
 
-def test_structured_batches_read_into_slots_in_groups(tmp_path, tasks_seen):
+@pytest.mark.parametrize("sizes", ["varying", "equal"])
+def test_structured_batches_read_into_slots_in_groups(tmp_path, tasks_seen, sizes):
     path = str(tmp_path / "ds")
     with DatasetWriter(path, {"image": "bytes", "label": "int"}) as writer:
         for k in range(N):
-            writer.append({"image": bytes([k]) * (1 + k % 5), "label": k})
+            writer.append({"image": bytes([k]) * (1 + k % 5 if sizes == "varying" else 3), "label": k})
     data = StructuredDataset(DatasetReader(path))
 
     def plain(batches):
@@ -130,6 +131,26 @@ def test_a_failed_batch_raises_at_its_turn(tmp_path):
         next(iterator)
     assert damaged.state_dict()["step"] == 3
     assert ids(next(iterator)) == [12, 13, 14]  # the rest of its group, as torch goes on after a failure
+
+
+def test_a_damaged_datapoint_raises_at_its_batch_in_a_structured_task(tmp_path):
+    """A task's columns are read by one call per field for all its batches; when that call
+    fails, the batches are read one by one, so that the failure is raised at its own."""
+    path = tmp_path / "ds"
+    with DatasetWriter(str(path), {"image": "bytes", "label": "int"}) as writer:
+        for k in range(N):
+            writer.append({"image": k.to_bytes(SAMPLE, "little"), "label": k})
+    image = path / "image.ffr"
+    raw = bytearray(image.read_bytes())
+    raw[12 + 12 * N + SAMPLE * (3 * BATCH + 1)] ^= 0xFF  # datapoint 10: batch 3, 2nd of a group
+    image.write_bytes(bytes(raw))
+    loader = DataLoader(StructuredDataset(DatasetReader(str(path))), batch_size=BATCH, num_workers=2, timeout=60)
+    iterator = iter(loader)
+    assert [next(iterator)["label"].tolist() for _ in range(3)] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    with pytest.raises(CorruptFileError, match="checksum"):
+        next(iterator)
+    assert loader.state_dict()["step"] == 3
+    assert next(iterator)["label"].tolist() == [12, 13, 14]
 
 
 def test_only_batches_that_are_only_read_are_grouped(path, tmp_path):

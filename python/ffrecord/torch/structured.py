@@ -26,6 +26,7 @@ indices, a mixture's included, mean the same datapoints in every process and run
 from __future__ import annotations
 
 import inspect
+import itertools
 import operator
 from typing import Any, Callable
 
@@ -86,6 +87,8 @@ class StructuredDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, indices: Any) -> list | Collated:
         if type(indices) is _transport.TaskGroup:  # a loader worker's task of several batches
+            if self._columns is not None and not self._columns[3] and _transport.columns_welcome(self):
+                return self._read_task_columns(indices)
             return _transport.each_batch(self.__getitems__, indices)
         if hasattr(self.source, "prefetch"):  # the batch the loader reads after the next ones
             prefetch_ahead(self, indices, self.source.prefetch, self.mask)
@@ -120,6 +123,22 @@ class StructuredDataset(torch.utils.data.Dataset):
                 batch[name] = default_collate([d[name] for d in others])
         return batch
 
+    def _read_task_columns(self, task: _transport.TaskGroup) -> _transport.TaskGroup:
+        """A task's batches, every field a column (``bytes``, ``int``, ``float``), read by
+        one call per field for all of them (a call's cost is the task's, as its messages
+        are), then cut into the batches; read batch by batch instead when that fails, so
+        that a bad index or a damaged sample is raised at its own batch."""
+        if hasattr(self.source, "prefetch"):
+            for batch in task:
+                prefetch_ahead(self, batch, self.source.prefetch, self.mask)
+        try:
+            whole = self._read_columns(list(itertools.chain.from_iterable(task)))
+        except Exception:
+            return _transport.each_batch(self._read_columns, task)
+        bounds = np.cumsum([0] + [len(batch) for batch in task]).tolist()
+        return _transport.TaskGroup(Collated((name, _rows(value, a, b)) for name, value in whole.items())
+                                    for a, b in zip(bounds, bounds[1:]))
+
     def _read_into_slot(self, name: str, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """Field ``name``'s values at ``idx`` read by one call into the batch's slot:
         ``(buffer, sizes, their one size or -1)``, as the field's reader reads a batch."""
@@ -145,6 +164,17 @@ class StructuredDataset(torch.utils.data.Dataset):
 
     def __repr__(self) -> str:
         return f"StructuredDataset({self.source!r}, mask={self.mask!r})"
+
+
+def _rows(column: _transport.BytesColumn | torch.Tensor, a: int, b: int) -> _transport.BytesColumn | torch.Tensor:
+    """Rows ``[a, b)`` of a column ``_read_columns`` made, sharing its memory."""
+    if type(column) is not _transport.BytesColumn:
+        return column[a:b]
+    if column.offsets is None:
+        size = column.size
+        return _transport.BytesColumn.equal_sized(column.buffer[a * size:b * size], b - a, size)
+    start = column.offsets[a]
+    return _transport.BytesColumn(column.buffer[start:column.offsets[b]], column.offsets[a:b + 1] - start)
 
 
 def batch_seeds(indices: Any) -> list[int]:
