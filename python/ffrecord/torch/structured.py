@@ -87,11 +87,10 @@ class StructuredDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, indices: Any) -> list | Collated:
         if type(indices) is _transport.TaskGroup:  # a loader worker's task of several batches
-            if self._columns is not None and not self._columns[3] and _transport.columns_welcome(self):
+            if self._task_in_columns():
                 return self._read_task_columns(indices)
             return _transport.each_batch(self.__getitems__, indices)
-        if hasattr(self.source, "prefetch"):  # the batch the loader reads after the next ones
-            prefetch_ahead(self, indices, self.source.prefetch, self.mask)
+        self._prefetch_ahead(indices)
         if self._columns is not None and _transport.columns_welcome(self):
             return self._read_columns(indices)
         datapoints = self.source.read(np.asarray(indices, np.int64), self.mask)
@@ -123,14 +122,27 @@ class StructuredDataset(torch.utils.data.Dataset):
                 batch[name] = default_collate([d[name] for d in others])
         return batch
 
+    def _prefetch_ahead(self, indices: Any) -> None:
+        """The hint of the batch the loader reads after the next ones, to a source that
+        prefetches."""
+        if hasattr(self.source, "prefetch"):
+            prefetch_ahead(self, indices, self.source.prefetch, self.mask)
+
+    def _task_in_columns(self) -> bool:
+        """True in a loader worker that reads batches into slots when every selected field
+        is a column (``bytes``, ``int``, ``float``): a task is then read all at once."""
+        if self._columns is None or not _transport.columns_welcome(self):
+            return False
+        _, _, _, rest = self._columns
+        return not rest
+
     def _read_task_columns(self, task: _transport.TaskGroup) -> _transport.TaskGroup:
         """A task's batches, every field a column (``bytes``, ``int``, ``float``), read by
         one call per field for all of them (a call's cost is the task's, as its messages
         are), then cut into the batches; read batch by batch instead when that fails, so
         that a bad index or a damaged sample is raised at its own batch."""
-        if hasattr(self.source, "prefetch"):
-            for batch in task:
-                prefetch_ahead(self, batch, self.source.prefetch, self.mask)
+        for batch in task:
+            self._prefetch_ahead(batch)
         try:
             whole = self._read_columns(list(itertools.chain.from_iterable(task)))
         except Exception:
