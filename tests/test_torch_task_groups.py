@@ -85,10 +85,12 @@ def test_a_task_pinned_and_its_slot_released(monkeypatch):
     assert sender.arenas[0].states[packed.slot] == _transport.FREE
 
 
-@pytest.mark.parametrize("sizes", ["varying", "equal"])
-def test_structured_batches_read_into_slots_in_groups(tmp_path, tasks_seen, sizes):
+@pytest.mark.parametrize("sizes, image", [("varying", "bytes"), ("equal", "bytes"),
+                                           ("varying", "bytes:lz4"), ("equal", "bytes:zstd")])
+def test_structured_batches_read_into_slots_in_groups(tmp_path, tasks_seen, sizes, image):
+    """Raw values as columns read a task at once; compressed ones batch by batch."""
     path = str(tmp_path / "ds")
-    with DatasetWriter(path, {"image": "bytes", "label": "int"}) as writer:
+    with DatasetWriter(path, {"image": image, "label": "int"}) as writer:
         for k in range(N):
             writer.append({"image": bytes([k]) * (1 + k % 5 if sizes == "varying" else 3), "label": k})
     data = StructuredDataset(DatasetReader(path))
