@@ -104,6 +104,27 @@ def test_threads_sharing_a_reader_get_their_own_datapoints(dataset):
         assert got == [expected[k] for k in order]
 
 
+def test_a_buffer_is_made_for_one_guess_while_another_thread_raises_it():
+    """A thread whose read was short raises the shared guess of the samples' size; a kit
+    made meanwhile by another thread must have the room it says (else its sizes are read
+    past its buffer)."""
+    from ffrecord._single import SampleReads
+
+    class RisingGuess(SampleReads):  # every look at the guess sees another thread's raise
+        @property
+        def _guess(self) -> int:
+            self._looks = getattr(self, "_looks", 0) + 1
+            return 4096 * self._looks
+
+        @_guess.setter
+        def _guess(self, value: int) -> None:
+            pass
+
+    reads = RisingGuess(3)
+    buf, _, _, room = reads._kit()
+    assert len(buf) == room + 8 * 3
+
+
 def test_read_one_gives_each_sample_an_array_of_its_own(dataset):
     # read_one copies out of a buffer it reuses: every array is exactly its sample, writable,
     # and untouched by the reads after it, larger or smaller

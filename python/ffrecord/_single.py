@@ -66,10 +66,10 @@ class SampleReads:
         self._lib = lib
 
     def _kit(self) -> Kit:
-        buf = bytearray(self._guess + self._tail)
+        room = self._guess  # read once: another thread's _again may raise it meanwhile
+        buf = bytearray(room + self._tail)
         at = _addressof(_char_at(buf))
         index = c_uint64()
-        room = self._guess
         return buf, index, (self._handles, c_uint64(self._count), index, c_void_p(at),
                             c_uint64(room), c_void_p(at + room)), room
 
