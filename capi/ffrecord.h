@@ -73,7 +73,10 @@ extern "C" {
 #define FFR_INFO_DATA_BYTES   4 /* bytes of sample data as stored (compressed, the record)   */
 #define FFR_INFO_FILE_BYTES   5 /* bytes of the file                                         */
 #define FFR_INFO_METADATA     6 /* FFR_METADATA_*: what the metadata checksum says           */
-#define FFR_INFO_FIELDS       7 /* how many fields this version fills                        */
+#define FFR_INFO_META_CHECKSUM 7 /* the metadata checksum as stored (0: an old writer's): with *
+                                  * FFR_INFO_STORED and _FILE_BYTES, the version of the file a  *
+                                  * dataset's manifest records                                  */
+#define FFR_INFO_FIELDS       8 /* how many fields this version fills                        */
 
 /* Values of FFR_INFO_METADATA. */
 #define FFR_METADATA_INTACT  0 /* the metadata checksum (and extension record's) match      */
@@ -398,6 +401,27 @@ int32_t ffr_fetched_text(const char *url, const char *options, char *buf, size_t
  * "sub-directories" (longer keys' next segment) by their name followed by '/'. A missing
  * prefix lists nothing. Buffer protocol as for ffr_fetch_text. */
 int32_t ffr_list(const char *url, const char *options, char *buf, size_t len, size_t *needed);
+
+/* Lists the objects directly under the prefix url (s3://bucket/prefix/; not its
+ * "sub-directories") into buf, NUL-terminated: one a line, "name\tsize\tetag\n", sorted by
+ * name, the ETag without its quotes (empty when the store gives none). Given to
+ * ffr_reader_open_options as "versions", a size and ETag open that object with no request.
+ * *requests receives the requests the listing took (one per page of 1,000 objects), also
+ * when the call fails or the buffer is short: a call again with a larger buffer lists
+ * again. A name or ETag holding a tab or newline is FFR_E_INVALID. Buffer protocol as for
+ * ffr_fetch_text. */
+int32_t ffr_list_objects(const char *url, const char *options, char *buf, size_t len,
+                         size_t *needed, uint64_t *requests);
+
+/* The version of the FFRecord file at path (a local path or a URL), as a dataset's manifest
+ * records it: version[0] its size, version[1] the sample count its header stores (an
+ * extension record included), version[2] its stored metadata checksum (0: an old writer's);
+ * its ETag (without quotes; empty for a local file, or when the store gives none) copied into
+ * etag as ffr_fetch_text copies. Read from the file's first 12 bytes: one request when remote
+ * (a short buffer asks again). A file shorter than a header is FFR_E_CORRUPT; one that is not
+ * a regular file FFR_E_INVALID. */
+int32_t ffr_describe_file(const char *path, const char *options, uint64_t *version, char *etag,
+                          size_t len, size_t *needed);
 
 /* Creates the object at url (s3://bucket/key) holding size bytes at data, only if no object
  * has that key (a conditional PUT, If-None-Match: *): one there already is FFR_E_IO with

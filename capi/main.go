@@ -174,6 +174,16 @@ func ffr_list(url *C.ffr_cchar, options *C.ffr_cchar, buf *C.char, size C.size_t
 	return C.int32_t(abi.ListEntries(unsafe.Pointer(url), unsafe.Pointer(options), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
 }
 
+//export ffr_list_objects
+func ffr_list_objects(url *C.ffr_cchar, options *C.ffr_cchar, buf *C.char, size C.size_t, needed *C.size_t, requests *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ListObjects(unsafe.Pointer(url), unsafe.Pointer(options), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed), unsafe.Pointer(requests)))
+}
+
+//export ffr_describe_file
+func ffr_describe_file(path *C.ffr_cchar, options *C.ffr_cchar, version *C.uint64_t, etag *C.char, length C.size_t, needed *C.size_t) C.int32_t {
+	return C.int32_t(abi.DescribeFile(unsafe.Pointer(path), unsafe.Pointer(options), unsafe.Pointer(version), unsafe.Pointer(etag), uintptr(length), unsafe.Pointer(needed)))
+}
+
 //export ffr_reader_len
 func ffr_reader_len(handle C.int64_t, n *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderLen(int64(handle), unsafe.Pointer(n)))

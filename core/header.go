@@ -26,9 +26,12 @@ type dataFile struct {
 	data     []byte // MAP_SHARED, PROT_READ mapping of [0, size)
 	stored   uint64 // N of the base format, an extension record included
 	header   uint64 // 12 + 12·stored: where sample data starts
-	ext      *extension
-	verified *FileIdentity // this version of the file passed the checks of CheckData
-	remote   *remoteFile   // set when the file is read over the network (remote_source.go)
+	// metaStored is the metadata checksum as stored, read with the header (a mapping's
+	// bytes may fault when read later: see withFaultGuard)
+	metaStored uint32
+	ext        *extension
+	verified   *FileIdentity // this version of the file passed the checks of CheckData
+	remote     *remoteFile   // set when the file is read over the network (remote_source.go)
 }
 
 // samples is the number of samples a user sees in this file.
@@ -144,7 +147,8 @@ func (f *dataFile) parseHeader(check bool, warnings *[]string) error {
 			"header of %d samples does not fit in a file of %d bytes", f.stored, f.size)
 	}
 	f.header = header
-	if le.Uint32(f.data) == 0 {
+	f.metaStored = le.Uint32(f.data)
+	if f.metaStored == 0 {
 		*warnings = append(*warnings, fmt.Sprintf(
 			"%s: metadata checksum is 0 (file from an old writer): metadata not validated", f.path))
 	}

@@ -29,6 +29,9 @@ type FileInfo struct {
 	DataBytes   uint64 // sample data as stored (compressed, the extension record included)
 	FileBytes   uint64
 	Metadata    MetadataState
+	// MetaChecksum is the metadata checksum as stored (0: an old writer's). With Stored
+	// and FileBytes it names the version of a file, as a dataset's manifest records it.
+	MetaChecksum uint32
 }
 
 // FileInfo describes file k of the dataset (0 <= k < len(Files())). Its metadata is
@@ -45,7 +48,7 @@ func (r *Reader) FileInfo(k int) (FileInfo, error) {
 	info := FileInfo{
 		Path: f.path, Samples: f.samples(), Stored: f.stored, Compression: CompressNone,
 		HeaderBytes: f.header, DataBytes: f.size - f.header, FileBytes: f.size,
-		Metadata: r.metadata(k).state,
+		Metadata: r.metadata(k).state, MetaChecksum: f.metaStored,
 	}
 	if f.ext != nil {
 		info.Compression = f.ext.compression()

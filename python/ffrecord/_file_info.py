@@ -30,6 +30,9 @@ class FileInfo(NamedTuple):
     data_bytes: int  #: sample data as stored (compressed, the extension record included)
     file_bytes: int
     metadata: str  #: ``"intact"``, ``"legacy"`` (checksum 0, old writer) or ``"damaged"``
+    #: the metadata checksum as stored (0: an old writer's); with ``stored_samples`` and
+    #: ``file_bytes``, the version of the file a dataset's manifest records
+    meta_checksum: int = 0
 
 
 class FileDescription:
@@ -126,4 +129,5 @@ class FileDescription:
             stored_samples=f[_lib.INFO_STORED],
             compression=_COMPRESSION_NAMES.get(f[_lib.INFO_COMPRESSION], "unknown"),
             header_bytes=f[_lib.INFO_HEADER_BYTES], data_bytes=f[_lib.INFO_DATA_BYTES],
-            file_bytes=f[_lib.INFO_FILE_BYTES], metadata=_METADATA[f[_lib.INFO_METADATA]])
+            file_bytes=f[_lib.INFO_FILE_BYTES], metadata=_METADATA[f[_lib.INFO_METADATA]],
+            meta_checksum=f[_lib.INFO_META_CHECKSUM])

@@ -50,7 +50,8 @@ INFO_HEADER_BYTES = 3
 INFO_DATA_BYTES = 4
 INFO_FILE_BYTES = 5
 INFO_METADATA = 6
-INFO_FIELDS = 7
+INFO_META_CHECKSUM = 7
+INFO_FIELDS = 8
 METADATA_INTACT = 0
 METADATA_LEGACY = 1
 METADATA_DAMAGED = 2
@@ -105,6 +106,8 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_fetch_text": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_fetched_text": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_list": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
+    "ffr_list_objects": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep, _u64p],
+    "ffr_describe_file": [c_char_p, c_char_p, c_void_p, c_char_p, c_size_t, _sizep],
     "ffr_reader_len": [c_int64, _u64p],
     "ffr_reader_nfiles": [c_int64, _u64p],
     "ffr_reader_fname": [c_int64, c_uint64, c_char_p, c_size_t, _sizep],

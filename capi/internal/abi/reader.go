@@ -468,13 +468,14 @@ func ReaderFileInfo(handle int64, i uint64, info unsafe.Pointer, ninfo uint64) (
 		return fail(err)
 	}
 	fields := [InfoFields]uint64{
-		InfoSamples:     fi.Samples,
-		InfoStored:      fi.Stored,
-		InfoCompression: uint64(fi.Compression),
-		InfoHeaderBytes: fi.HeaderBytes,
-		InfoDataBytes:   fi.DataBytes,
-		InfoFileBytes:   fi.FileBytes,
-		InfoMetadata:    uint64(fi.Metadata),
+		InfoSamples:      fi.Samples,
+		InfoStored:       fi.Stored,
+		InfoCompression:  uint64(fi.Compression),
+		InfoHeaderBytes:  fi.HeaderBytes,
+		InfoDataBytes:    fi.DataBytes,
+		InfoFileBytes:    fi.FileBytes,
+		InfoMetadata:     uint64(fi.Metadata),
+		InfoMetaChecksum: uint64(fi.MetaChecksum),
 	}
 	copy(dst, fields[:])
 	return StatusOK

@@ -2,6 +2,7 @@ package abi
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
@@ -484,11 +485,19 @@ func TestReaderFileInfo(t *testing.T) {
 		}
 		return uint64(st.Size())
 	}
+	stored := func(path string) uint64 { // the metadata checksum, bytes 0-3
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uint64(binary.LittleEndian.Uint32(data))
+	}
 	for i, want := range [][InfoFields]uint64{
-		{25, 25, uint64(CompressNone), 12 + 12*25, size(golden("basic.ffr")) - 312, size(golden("basic.ffr")), MetadataIntact},
-		{2, 3, uint64(CompressLZ4), 12 + 12*3, size(lz4) - 48, size(lz4), MetadataIntact},
+		{25, 25, uint64(CompressNone), 12 + 12*25, size(golden("basic.ffr")) - 312, size(golden("basic.ffr")), MetadataIntact,
+			stored(golden("basic.ffr"))},
+		{2, 3, uint64(CompressLZ4), 12 + 12*3, size(lz4) - 48, size(lz4), MetadataIntact, stored(lz4)},
 		{25, 25, uint64(CompressNone), 312, size(golden("legacy_zero_checksum.ffr")) - 312,
-			size(golden("legacy_zero_checksum.ffr")), MetadataLegacy},
+			size(golden("legacy_zero_checksum.ffr")), MetadataLegacy, 0},
 	} {
 		got := make([]uint64, InfoFields+1)
 		got[InfoFields] = 99

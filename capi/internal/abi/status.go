@@ -44,6 +44,7 @@ const (
 	InfoDataBytes
 	InfoFileBytes
 	InfoMetadata
+	InfoMetaChecksum
 	InfoFields
 )
 
