@@ -28,7 +28,8 @@ SPEC = {"a": "utf8", "b": "utf8"}
 
 
 def _contents(path: Path) -> dict[str, bytes]:
-    return {name: (path / name).read_bytes() for name in sorted(os.listdir(path))}
+    """Every file under ``path`` (its manifest's too), by relative path."""
+    return {str(f.relative_to(path)): f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file()}
 
 
 # ---- item 4: one writer per directory ----------------------------------------------------
@@ -44,7 +45,7 @@ def test_a_second_writer_is_refused_while_the_first_writes(tmp_path: Path) -> No
     with pytest.raises(FileExistsError, match="already holds a dataset"):
         DatasetWriter(path, SPEC)
     assert DatasetReader(path).read([0, 1]) == [{"a": "P", "b": "P"}] * 2
-    assert sorted(os.listdir(path)) == ["a.ffr", "b.ffr", "spec.json"]  # the claim is gone
+    assert sorted(os.listdir(path)) == ["_manifest", "a.ffr", "b.ffr", "spec.json"]  # the claim is gone
 
 
 _HOLDER = """
@@ -156,9 +157,8 @@ def test_sharded_writers_with_overlapping_shards_fail_for_the_second(tmp_path: P
         other.communicate("\n", timeout=60)
     finally:
         other.kill()
-    with ShardedDatasetWriter(path, SPEC, shardlen=2) as writer:
-        with pytest.raises(FileExistsError, match="already holds a dataset.*shard 0"):
-            writer.append({"a": "P", "b": "P"})
+    with pytest.raises(FileExistsError, match="holds a dataset .version 1.: append to it"):
+        ShardedDatasetWriter(path, SPEC, shardlen=2)
     with ShardedDatasetReader(path) as reader:  # the first writer's shard, unmixed
         assert list(reader) == [{"a": "Q", "b": "Q"}]
 

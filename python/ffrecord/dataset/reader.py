@@ -237,7 +237,7 @@ class DatasetReader(Readable):
         self._joint: FileReader | None = None  # every field's file, for one call per batch
         early = self._open_remembered_fields()
         try:
-            self._fields, self._length, self._metadata = read_spec_and_metadata(self.directory)
+            self._fields, self._length, self._metadata = self._read_spec()
             self._decoders = codecs.resolve(self._fields, decoders, "decode")
             for key in self.cache_keys:
                 if key not in self._fields:
@@ -260,6 +260,11 @@ class DatasetReader(Readable):
         if not self._held and not any(field.sequence for field in self._fields.values()):
             self._single = DatapointReads(list(self._readers.values()), list(self._fields),
                                           [self._decoders[name] for name in self._fields])
+
+    def _read_spec(self) -> tuple[dict[str, Field], int, dict[str, Any]]:
+        """The fields, datapoint count and metadata: ``spec.json``'s (a reader of one
+        version of a dataset takes them from its manifest instead)."""
+        return read_spec_and_metadata(self.directory)
 
     def _small_fields(self) -> set[str]:
         small = set()
