@@ -23,6 +23,7 @@ import numpy as np
 from .. import _extras
 from .._paths import PathArg
 from .._progress import ProgressBar
+from ..dataset import grow
 from ..dataset.errors import CodecError, CorruptDatasetError, IncompleteDatasetError
 from ..dataset.spec import COMPRESSIONS, SPEC_FILE, parse_spec
 from ..dataset.writer import DatasetWriter, shard_name
@@ -178,7 +179,9 @@ def run(source: Source, destination: PathArg, *, workers: int | None = None, pro
                  if k not in done]
         run_tasks(_Job(source, spec), tasks, workers or os.cpu_count() or 1, bar)
     length = sum(_shard_length(staging.path / name) for name in names)
-    staging.publish(destination, names[0] if source.plain(units) else None)
+    plain = source.plain(units)
+    grow.index(staging.path / names[0] if plain else staging.path)  # its manifest, moved with it
+    staging.publish(destination, names[0] if plain else None)
     return length
 
 
@@ -205,7 +208,7 @@ class _Job:
               cancelled: Callable[[], bool]) -> int:
         source = self.source
         with DatasetWriter(shard, self.spec, source.encoders, length=count,
-                           metadata=source.metadata) as writer:
+                           metadata=source.metadata, manifest=False) as writer:
             for record, datapoint in source.read(unit):
                 if len(writer) == count:
                     raise source_error(unit, record, f"one record more than the {count} its index says")

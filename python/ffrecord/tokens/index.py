@@ -104,7 +104,7 @@ def load_index(dataset: Any, field: str = "tokens", *,
                storage_options: dict[str, Any] | None = None) -> TokenIndex:
     """The token index of one dataset directory (not a sharded one: see each shard), read
     from its index file or else built from the field and cached."""
-    reader = dataset if isinstance(dataset, DatasetReader) else None
+    reader = None if isinstance(dataset, (str, bytes, os.PathLike)) else dataset  # an open one
     directory = reader.directory if reader else _remote.as_path(dataset, storage_options)
     path = directory / index_name(field)
     if _index_exists(path):
