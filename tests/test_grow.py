@@ -316,3 +316,43 @@ def test_index_writes_version_1_of_a_dataset_made_before_manifests(tmp_path: Pat
         index(path)
     with pytest.raises(IncompleteDatasetError, match="holds no dataset"):
         index(tmp_path)
+
+
+def test_the_cli_indexes_lists_and_vacuums(tmp_path: Path, capsys) -> None:
+    from ffrecord.cli import main
+
+    path = tmp_path / "ds"
+    write(str(path), 5)
+    import shutil
+
+    shutil.rmtree(path / "_manifest")
+    assert main(["index", str(path)]) == 0 and "version 1 published" in capsys.readouterr().out
+    append(str(path), None, 5, 7)
+    add_field(path, "score", "float", [0.5] * 7)
+    assert main(["versions", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and "3 shards  5 datapoints" in lines[0]
+    assert "4 shards  7 datapoints  fields: image (bytes), label (int), score (float)" in lines[2]
+    assert main(["show", str(path), "6"]) == 0 and "score" in capsys.readouterr().out
+    assert main(["vacuum", str(path), "--keep", "2"]) == 0
+    assert "deleted versions [1]" in capsys.readouterr().out and versions(path) == [2, 3]
+    assert main(["index", str(path)]) == 3  # has one: an OS error's status, said plainly
+    assert "has a manifest already" in capsys.readouterr().err
+    assert main(["vacuum", str(path), "--keep", "0"]) == 2
+
+
+def test_chunks_of_a_dataset_opened_from_its_manifest(tmp_path: Path) -> None:
+    from ffrecord.order import chunk_bounds
+
+    from ffrecord.dataset import max_open_files, set_max_open_files
+
+    path = str(tmp_path / "ds")
+    write(path, 7)
+    saved = max_open_files()
+    set_max_open_files(2)
+    try:
+        with open_dataset(path) as reader:
+            assert chunk_bounds(reader, 1 << 20).tolist() == [0, 2, 4, 6, 7]
+            assert reader.stats()["open_files"] == 2  # leased for the question, not kept open
+    finally:
+        set_max_open_files(saved)

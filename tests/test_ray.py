@@ -212,7 +212,7 @@ def test_structured_round_trip_through_sharded_dataset(cluster, tmp_path: Path) 
                    samples_per_file=25, spec=spec)
     assert sorted(os.listdir(tmp_path / "ds"))[0] == "000000"
     with open_dataset(tmp_path / "ds") as reader:
-        assert reader.spec == spec and len(reader) == 60
+        assert reader.spec == spec and len(reader) == 60 and reader.version == 1  # its manifest's
         back = sorted(reader.read(range(60)), key=lambda d: d["label"])
     for got, want in zip(back, rows):
         assert got["caption"] == want["caption"] and got["tokens"] == want["tokens"]
