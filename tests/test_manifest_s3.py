@@ -114,3 +114,21 @@ def test_an_append_on_s3_is_seen_by_new_readers_only(bucket, s3_endpoint) -> Non
         after = open_dataset(url, storage_options=options)
         assert (after.version, after.read(range(9))) == (2, [point(k) for k in range(9)])
         assert "HEAD" not in proxy.counts()
+
+
+def test_plan_counts_the_requests_of_opening_from_the_manifest(bucket, s3_endpoint) -> None:
+    from ffrecord.plan import plan
+
+    client, name, _ = bucket
+    url = f"s3://{name}/plain/"
+    with CountingProxy(s3_endpoint) as proxy:
+        options = {"endpoint_url": proxy.url}
+        with DatasetWriter(url, SPEC, storage_options=options) as writer:
+            for k in range(50):
+                writer.append(point(k))
+        proxy.reset()
+        opened = open_dataset(url, storage_options=options)
+        counted = len(proxy)
+        p = plan(url, nodes=4, gpus_per_node=8, storage_options=options)
+    assert p.open_requests == counted == opened.stats()["open_requests"] <= 4
+    assert f"{counted} requests per process, {32 * counted} for the job" in str(p)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,12 +74,17 @@ class Plan:
     chunks_per_batch: float  #: distinct chunks a batch draws from (shuffle quality)
     chunks_per_batch_full: float  #: the same under a full shuffle
     window_fraction: float  #: share of a node's data one sample can be swapped with
+    #: requests one process makes to open the dataset: its manifest's, when it has one
+    #: (``open_dataset``), else a ``FileReader``'s (a HEAD and a GET per file)
+    open_requests: int = 0
 
     def __str__(self) -> str:
         mib = 1 << 20
         rows = [
             ("dataset", f"{self.samples:,} samples, {self.data_bytes / mib:,.1f} MiB, "
                         f"{self.chunks:,} chunks of <= {self.chunk_size / mib:g} MiB"),
+            ("open", f"{self.open_requests:,} requests per process, {self.open_requests * self.ranks:,} "
+                     "for the job"),
             ("cluster", f"{self.nodes} nodes x {self.ranks // self.nodes} GPUs, batch "
                         f"{self.batch_size} per GPU, epoch ~{self.epoch_seconds:,.0f} s"),
             ("order", f"{self.shuffle} shuffle" + (f", windows of {self.window} chunks"
@@ -118,11 +124,14 @@ def plan(paths: Any, *, nodes: int = 1, gpus_per_node: int = 1, batch_size: int 
     if samples_per_second <= 0:
         raise ValueError(f"samples_per_second must be positive, not {samples_per_second}")
     with FileReader(paths, check_data=False, storage_options=storage_options) as reader:
+        opening_requests = reader.stats()["requests"]
         bounds = reader.chunk_bounds(chunk_size)
         data_bytes = sum(reader.file_info(k).data_bytes for k in range(len(reader.fnames)))
         sizes = _chunk_bytes(reader, bounds)
         seeded, opening = _with_headers(reader, bounds, sizes, int(chunk_size))
+    manifest = _manifest_requests(paths, storage_options)
     return _model(bounds=bounds, chunk_bytes=sizes, seeded=seeded, opening_bytes=opening,
+                  open_requests=opening_requests if manifest is None else manifest,
                   chunk_size=int(chunk_size),
                   data_bytes=data_bytes, nodes=int(nodes), ranks=int(nodes) * int(gpus_per_node),
                   batch_size=int(batch_size), samples_per_second=float(samples_per_second),
@@ -166,8 +175,20 @@ def _with_headers(reader: FileReader, bounds: np.ndarray, chunk_bytes: np.ndarra
     return seeded, opening
 
 
+def _manifest_requests(paths: Any, storage_options: dict[str, Any] | None) -> int | None:
+    """The requests opening the manifest of the dataset at ``paths`` takes, when it is
+    one dataset's directory with a manifest."""
+    from . import _remote
+    from .dataset import manifest
+
+    if not isinstance(paths, (str, os.PathLike)):
+        return None
+    loaded = manifest.load(_remote.as_path(paths, storage_options))
+    return None if loaded is None else loaded.requests
+
+
 def _model(*, bounds: np.ndarray, chunk_bytes: np.ndarray, seeded: np.ndarray, opening_bytes: int,
-           chunk_size: int, data_bytes: int,
+           open_requests: int, chunk_size: int, data_bytes: int,
            nodes: int, ranks: int, batch_size: int, samples_per_second: float, shuffle: str,
            window: int, cache_limit: int | None, cached: bool) -> Plan:
     # The chunk-aware order is ffrecord.order.ChunkShuffle with one canonical partition per
@@ -219,7 +240,7 @@ def _model(*, bounds: np.ndarray, chunk_bytes: np.ndarray, seeded: np.ndarray, o
                 gets_per_second=node_gets * nodes / epoch_seconds if epoch_seconds else 0.0,
                 cache_streaming=cache_streaming, cache_warm=cache_warm,
                 chunks_per_batch=per_batch, chunks_per_batch_full=full,
-                window_fraction=window_fraction)
+                window_fraction=window_fraction, open_requests=open_requests)
 
 
 def print_plan(paths: Any, **kw: Any) -> Plan:
