@@ -347,3 +347,19 @@ def test_one_shard_datasets_offer_what_a_dataset_reader_does(tmp_path: Path) -> 
     sharded = write_sharded(tmp_path / "sharded", 4, 2)
     with open_dataset(sharded) as reader, pytest.raises(TypeError, match="members\\[k\\].field_reader"):
         reader.field_reader("label")
+
+
+def test_a_closed_reader_refuses_reads_and_a_pickled_shard_keeps_to_its_own(tmp_path: Path) -> None:
+    first = write_sharded(tmp_path / "a", 4, 2)
+    with ShardedDatasetWriter(tmp_path / "b", SPEC, shardlen=2) as writer:
+        for k in range(4):
+            writer.append(point(k + 50))
+    reader = open_dataset(first)
+    shard = pickle.loads(pickle.dumps(reader.members[1]))  # as a worker would get it
+    other = open_dataset(tmp_path / "b")
+    assert shard[0] == point(2) and other.members[1][0] == point(52) and shard[1] == point(3)
+    assert shard._source.owner != reader.members[1]._source.owner
+    reader.close()
+    with pytest.raises(ValueError, match="closed"):
+        reader[0]
+    other.close()

@@ -171,8 +171,13 @@ class OpenReaders:
 
     def held_by(self, owner: Hashable) -> int:
         """The files ``owner``'s open readers hold."""
+        return sum(files for _, files in self.readers_of(owner))
+
+    def readers_of(self, owner: Hashable) -> list[tuple[Any, int]]:
+        """``owner``'s open readers, with the files each holds."""
         with self._lock:
-            return sum(e.files for key, e in self._entries.items() if key[0] == owner and e.ready.is_set())
+            return [(e.reader, e.files) for key, e in self._entries.items()
+                    if key[0] == owner and e.ready.is_set() and e.error is None]
 
     def _forget(self, entry: Lease) -> None:
         with self._lock:

@@ -61,16 +61,29 @@ class ShardSource:
         self.root, self.manifest = root, manifest
         self.decoders, self.cache_keys, self.check_data = decoders, cache_keys, check_data
         self.storage_options = storage_options
-        self.owner = next(_OWNERS)
         self.remote = isinstance(root, _remote.RemotePath)
+        self._start()
+
+    def _start(self) -> None:
+        self.owner = next(_OWNERS)  # its readers' keys in the process-wide table
         self.opened = 0
+        self.closed = False
         self.closed_stats: dict[str, int] = {}  # counters of the shards' readers closed since
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("owner", "opened", "closed", "closed_stats")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._start()  # a copy in another process: keys of its own, never another source's
 
     def directory(self, k: int) -> Any:
         name = self.manifest.shards[k]
         return self.root / name if name else self.root
 
     def open(self, k: int) -> tuple[ShardReader, int]:
+        if self.closed:
+            raise ValueError(f"I/O operation on closed dataset {self.root}")
         reader = ShardReader(self, k)
         self.opened += 1
         return reader, len(self.manifest.fields)
@@ -332,12 +345,12 @@ class VersionedReader(ShardedDatasetReader):
         this reader holds now), and the counters of ``FileReader.stats`` of every shard
         opened, added up."""
         total = dict(self._source.closed_stats)
-        for entry in list(READERS._entries.values()):
-            if entry.key[0] == self._source.owner and entry.ready.is_set() and entry.error is None:
-                for name, value in entry.reader.stats().items():
-                    total[name] = total.get(name, 0) + value
+        held = READERS.readers_of(self._source.owner)
+        for reader, _ in held:
+            for name, value in reader.stats().items():
+                total[name] = total.get(name, 0) + value
         return {"open_requests": self._open_requests, "shards_opened": self._source.opened,
-                "open_files": READERS.held_by(self._source.owner), **total}
+                "open_files": sum(files for _, files in held), **total}
 
     def __getitem__(self, key: Any) -> Any:
         if type(key) is not int:
@@ -394,6 +407,8 @@ class VersionedReader(ShardedDatasetReader):
         return self.members[0].field_reader(name)
 
     def close(self) -> None:
+        """Closes the files of its shards; reads after raise ``ValueError``."""
+        self._source.closed = True
         self._finalizer()
 
     def __reduce__(self) -> tuple[Any, ...]:
