@@ -37,8 +37,13 @@ func TestFileInfo(t *testing.T) {
 				t.Fatal(err)
 			}
 			header, _ := headerSize(tt.stored)
+			data, err := os.ReadFile(tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
 			want := FileInfo{Path: tt.path, Samples: tt.samples, Stored: tt.stored, Compression: tt.comp,
-				HeaderBytes: header, DataBytes: size(tt.path) - header, FileBytes: size(tt.path), Metadata: tt.meta}
+				HeaderBytes: header, DataBytes: size(tt.path) - header, FileBytes: size(tt.path), Metadata: tt.meta,
+				MetaChecksum: le.Uint32(data)} // as stored, damaged or 0 (legacy) alike
 			if info != want {
 				t.Fatalf("FileInfo = %+v\nwant       %+v", info, want)
 			}
