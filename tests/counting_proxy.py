@@ -1,7 +1,8 @@
 """A reverse proxy on 127.0.0.1 in front of an S3 server (moto's, in tests): it counts the
 requests that pass, by method and key, and can add a latency to each, as a distant store
 would. Requests are forwarded as they come (their signature covers the proxy's host, which
-moto does not check)."""
+moto does not check). ``GET /__count__`` answers the count so far (another process's
+phases: opening, then reading), itself neither forwarded nor counted."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
+
+
+COUNT_PATH = "/__count__"
 
 
 class CountingProxy:
@@ -66,6 +70,13 @@ def _handler_for(proxy: CountingProxy) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _forward(self) -> None:
+            if self.path == COUNT_PATH:
+                body = str(len(proxy)).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
             listing = self.command == "GET" and "list-type=" in self.path

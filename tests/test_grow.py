@@ -356,3 +356,18 @@ def test_chunks_of_a_dataset_opened_from_its_manifest(tmp_path: Path) -> None:
             assert reader.stats()["open_files"] == 2  # leased for the question, not kept open
     finally:
         set_max_open_files(saved)
+
+
+def test_verify_checks_the_files_the_manifest_lists(tmp_path: Path, capsys) -> None:
+    from ffrecord import FileWriter
+    from ffrecord.cli import main
+
+    path = tmp_path / "ds"
+    write(str(path), 4)
+    add_field(path, "score", "float", [0.5] * 4)
+    assert main(["verify", str(path)]) == 0
+    assert "OK: 6 file(s), 12 samples verified" in capsys.readouterr().out  # score.ffr checked too
+    with FileWriter(path / "000001" / "score.ffr", 2) as writer:  # another file, the same count
+        writer.write_many([b"\0" * 8, b"\1" * 8])
+    assert main(["verify", str(path)]) == 1
+    assert "000001/score.ffr: not the file version 2 of the manifest lists" in capsys.readouterr().out

@@ -1,6 +1,8 @@
 """What ``ffrecord verify`` checks in a structured dataset beyond each file's samples: its
 ``spec.json``, that every field file is there and holds the datapoint count the spec
-states, that shards agree, and every sequence sample's element table.
+states, that shards agree, every sequence sample's element table, and, when it has a
+manifest, that its latest version reads and that every file it lists is there, as recorded
+(those of fields added since the shards' ``spec.json`` are checked sample by sample too).
 
 >>> import tempfile, os
 >>> from ffrecord import FileReader
@@ -83,7 +85,43 @@ def survey(path: Any, storage_options: dict[str, Any] | None = None) -> Survey:
             problem = _count_problem(file, name, length, storage_options)
             if problem:
                 found.problems.append(problem)
+    _check_manifest(root, found, storage_options)
     return found
+
+
+def _check_manifest(root: Any, found: Survey, storage_options: dict[str, Any] | None) -> None:
+    """The latest version of the manifest, if any: it reads, and each file it lists is the
+    one it recorded."""
+    from . import manifest
+
+    try:
+        loaded = manifest.load(root)
+    except (DatasetError, CorruptFileError, OSError) as exc:
+        found.problems.append(str(exc))
+        return
+    if loaded is None:
+        return
+    m = loaded.manifest
+    listed = set(found.files)
+    for k in range(len(m.shards)):
+        entry = m.entry(k)
+        for name, f in m.fields.items():
+            file = root / m.path(k, name)
+            recorded = entry.files[name]
+            try:
+                seen = manifest.describe(file, storage_options)
+            except (CorruptFileError, OSError, ValueError) as exc:
+                found.problems.append(f"{file}: listed by version {m.version} of the manifest: {exc}")
+                continue
+            if not recorded.matches(seen.size, seen.stored, seen.checksum):
+                found.problems.append(f"{file}: not the file version {m.version} of the manifest lists "
+                                      f"({recorded.size} bytes, {recorded.stored} samples, checksum "
+                                      f"{recorded.checksum:08x}; found {seen.size}, {seen.stored}, "
+                                      f"{seen.checksum:08x})")
+            if str(file) not in listed:
+                found.files.append(str(file))
+                if f.sequence:
+                    found.sequence_files.append(str(file))
 
 
 def _count_problem(file: Any, name: str, length: int,
