@@ -399,7 +399,8 @@ def test_cli_verify_checks_a_dataset_whole(capsys: pytest.CaptureFixture, rich: 
         w.write_one(b"\1")  # datapoint 1: too short for its count
         w.write_one(bytes(sample))
     status, out, err = _cli(capsys, "verify", str(bad))
-    assert status == 1 and "2 dataset problem(s)" in err
+    assert status == 1 and "3 dataset problem(s)" in err
+    assert f"{bad / 's.ffr'}: not the file version 1 of the manifest lists" in out  # written by hand
     assert f"{bad / 's.ffr'}: datapoint 1: the element count does not fit a sample of 1 bytes" in out
     assert f"{bad / 's.ffr'}: datapoint 2: the element table points past the end of the sample" in out
     (rich / "label.ffr").unlink()  # info reports it, so must verify
