@@ -116,9 +116,7 @@ def _check_manifest(root: Any, found: Survey, storage_options: dict[str, Any] | 
                 continue
             if not recorded.matches(seen.size, seen.stored, seen.checksum):
                 found.problems.append(f"{file}: not the file version {m.version} of the manifest lists "
-                                      f"({recorded.size} bytes, {recorded.stored} samples, checksum "
-                                      f"{recorded.checksum:08x}; found {seen.size}, {seen.stored}, "
-                                      f"{seen.checksum:08x})")
+                                      f"({recorded.mismatch(seen.size, seen.stored, seen.checksum)})")
             if str(file) not in listed:
                 found.files.append(str(file))
                 if f.sequence:

@@ -81,6 +81,11 @@ class FileVersion(NamedTuple):
         """Whether a file found with these size, count and checksum is this version."""
         return (self.size, self.stored, self.checksum) == (size, stored, checksum)
 
+    def mismatch(self, size: int, stored: int, checksum: int) -> str:
+        """What was recorded and what was found, for a message."""
+        return (f"{self.size} bytes, {self.stored} samples, checksum {self.checksum:08x}; found "
+                f"{size}, {stored}, {checksum:08x}")
+
 
 class ShardEntry(NamedTuple):
     """One shard: its directory name (``""``: the dataset's own directory), datapoint

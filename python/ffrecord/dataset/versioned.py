@@ -122,11 +122,10 @@ class ShardReader(DatasetReader):
         try:
             info = reader.file_info(0)
             if not version.matches(info.file_bytes, info.stored_samples, info.meta_checksum):
+                found = version.mismatch(info.file_bytes, info.stored_samples, info.meta_checksum)
                 raise ObjectChangedError(
                     errno.ESTALE, f"{path}: field {field.name!r} is not the file version "
-                                  f"{self._source.manifest.version} of the dataset lists ({version.size} bytes, "
-                                  f"{version.stored} samples, checksum {version.checksum:08x}; found "
-                                  f"{info.file_bytes}, {info.stored_samples}, {info.meta_checksum:08x}): "
+                                  f"{self._source.manifest.version} of the dataset lists ({found}): "
                                   "it was replaced since")
             if reader.n != self._length:
                 raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} datapoints; "
