@@ -80,7 +80,8 @@ class OpenReaders:
                 entry.leases += 1
                 self._entries.move_to_end(key)
         if not opening:  # opened, or being opened by another thread
-            entry.ready.wait()
+            if not entry.ready.is_set():
+                entry.ready.wait()
             if entry.error is not None:
                 self._forget(entry)
                 raise entry.error
@@ -107,6 +108,8 @@ class OpenReaders:
         """Ends a lease: the reader may be closed from now on."""
         with self._lock:
             entry.leases -= 1
+            if self.files <= self.limit and not entry.dropped:
+                return  # nothing to close: the common case, a read of a reader kept open
             victims = self._victims() if self._entries.get(entry.key) is entry else \
                 ([entry] if entry.leases == 0 and entry.dropped else [])
         self._close(victims)

@@ -25,6 +25,7 @@ added meanwhile; a pickled copy (a loader worker) opens the same version again.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import itertools
 import weakref
@@ -90,6 +91,11 @@ class ShardSource:
 
     def leased(self, k: int):
         return READERS.leased((self.owner, k), lambda: self.open(k))
+
+    def lease(self, k: int) -> Any:
+        """Shard ``k``'s reader, held until ``READERS.release`` (a datapoint's read: without
+        the context manager's cost)."""
+        return READERS.lease((self.owner, k), lambda: self.open(k))
 
     def leased_many(self, ks: list[int]):
         return READERS.leased_many([(self.owner, k) for k in ks], lambda key: self.open(key[1]))
@@ -198,8 +204,11 @@ class LazyShard(Readable):
             return reader.__getitems__(indices)
 
     def __getitem__(self, key: Any) -> Any:
-        with self._source.leased(self.number) as reader:
-            return reader[key]
+        lease = self._source.lease(self.number)
+        try:
+            return lease.reader[key]
+        finally:
+            READERS.release(lease)
 
     def available(self, index: int) -> dict[str, int | bool]:
         with self._source.leased(self.number) as reader:
@@ -240,13 +249,13 @@ class _Members(Sequence):
         return len(self._numbers)
 
     def __getitem__(self, m: Any) -> Any:
+        shard = self._made.get(m)
+        if shard is not None:
+            return shard
         if isinstance(m, slice):
             return [self[k] for k in range(len(self))[m]]
         m = range(len(self))[m]
-        shard = self._made.get(m)
-        if shard is None:
-            shard = self._made.setdefault(m, LazyShard(self._source, self._numbers[m]))
-        return shard
+        return self._made.setdefault(m, LazyShard(self._source, self._numbers[m]))
 
 
 class VersionedReader(ShardedDatasetReader):
@@ -297,6 +306,7 @@ class VersionedReader(ShardedDatasetReader):
         lengths = self.manifest.lengths[numbers.start:numbers.stop:numbers.step]
         self._ends = np.cumsum(lengths)
         self._starts = self._ends - lengths
+        self._shard_ends = self._ends.tolist() or [0]
         self._finalizer = weakref.finalize(self, READERS.drop, self._source.owner)
 
     @property
@@ -354,9 +364,10 @@ class VersionedReader(ShardedDatasetReader):
     def __getitem__(self, key: Any) -> Any:
         if type(key) is not int:
             return super().__getitem__(key)
-        index = one_index(key, len(self))
-        m = int(np.searchsorted(self._ends, index, side="right"))
-        return self.members[m][index - int(self._starts[m])]
+        ends = self._shard_ends
+        index = key if 0 <= key < ends[-1] else one_index(key, ends[-1])
+        m = bisect.bisect_right(ends, index) if len(ends) > 1 else 0  # scalar: no numpy call
+        return self.members[m][index - (ends[m - 1] if m else 0)]
 
     def _gathered(self, indices: Any, fetch: Callable[[Readable, np.ndarray], list]) -> list[Any]:
         """``Routed._gathered``, the shards of a remote batch opened and read at once."""
