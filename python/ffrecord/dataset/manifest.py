@@ -127,6 +127,10 @@ class Manifest:
     def spec(self) -> dict[str, str]:
         return {name: f.spec for name, f in self.fields.items()}
 
+    def __repr__(self) -> str:
+        return (f"Manifest(version={self.version}, {self.spec}, shards={len(self.shards)}, "
+                f"length={self.length}, kind={self.kind!r})")
+
     @property
     def length(self) -> int:
         return int(self.lengths.sum())
