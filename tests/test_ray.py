@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ffrecord
-from ffrecord.dataset import open_dataset
+from ffrecord.dataset import open_dataset, versions
 
 ray = pytest.importorskip("ray")
 from ffrecord.ray import FFRecordDatasink, read_ffrecord, write_ffrecord  # noqa: E402
@@ -63,7 +63,8 @@ def staging_left(folder: Path) -> list[str]:
 
 def test_write_gives_one_dataset_with_exact_bytes_in_order_per_file(written: Path) -> None:
     names = sorted(os.listdir(written))
-    assert names == [f"PART_{k:05d}.ffr" for k in range(len(names))]
+    assert names == [f"PART_{k:05d}.ffr" for k in range(len(names) - 1)] + ["_manifest"]
+    assert versions(written) == [1]  # its parts listed, as a dump's are
     assert staging_left(written.parent) == []
     seen = []
     with ffrecord.FileReader(written) as reader:

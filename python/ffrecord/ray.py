@@ -178,7 +178,7 @@ class FFRecordDatasink(Datasink):
         staging.keep_only(f".{name}" for name in final)  # what an interrupted attempt left
         for name in final:
             os.rename(self.staging / f".{name}", self.staging / name)
-        grow.index(self.staging)  # its manifest, moved with it
+        grow.index(self.staging, durable=self.durable)  # its manifest, moved with it
         staging.publish(self.path, durable=self.durable)
 
     def _write_empty(self, target: Path) -> None:

@@ -126,7 +126,7 @@ def _dump(dataset: Sequence[Any], fname: PathLike, nfiles: int, verbose: bool, *
         with ProgressBar(n, verbose) as bar:
             _runner.run_tasks(_Dump(dataset, options), tasks, workers, bar, method)
         if parts and not staged:
-            grow.publish_parts(grow.Root(fname))
+            grow.publish_parts(grow.Root(fname), durable=durable)
     except BaseException:
         for path in parts:
             path.unlink(missing_ok=True)

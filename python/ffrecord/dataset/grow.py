@@ -190,8 +190,8 @@ class Appending:
             raise
         self.first = max((int(name) for name in self.base.shards), default=-1) + 1
 
-    def publish(self, entries: list[ShardEntry]) -> None:
-        manifests.publish(self.root.path, self.base.successor(self.base.entries() + entries))
+    def publish(self, entries: list[ShardEntry], durable: bool = True) -> None:
+        manifests.publish(self.root.path, self.base.successor(self.base.entries() + entries), durable)
 
     def discard(self, entries: list[ShardEntry]) -> None:
         """Removes shards this appender completed but will not publish."""
@@ -230,7 +230,7 @@ def refuse_versioned(directory: Any) -> None:
 
 
 def publish_part(root: Root, fields: Mapping[str, Field], start: int, step: int,
-                 entries: list[ShardEntry]) -> None:
+                 entries: list[ShardEntry], durable: bool = True) -> None:
     """For one of ``step`` writers of a new dataset (``ShardedDatasetWriter(shardstart=start,
     shardstep=step)``): records the shards it wrote, then, when every writer has recorded
     its own, publishes version 1 of all of them (the last writer to finish does; two
@@ -262,7 +262,7 @@ def publish_part(root: Root, fields: Mapping[str, Field], start: int, step: int,
     if any(record["spec"] != records[0]["spec"] for record in records):
         raise SpecError(f"{root}: its writers wrote shards of different specs")
     try:
-        manifests.publish(root.path, Manifest.build(1, dict(fields), {}, shards))
+        manifests.publish(root.path, Manifest.build(1, dict(fields), {}, shards), durable)
     except FileExistsError:
         pass  # another writer, finishing at the same time, published the same shards
     root.remove([f"{manifests.MANIFEST_DIR}/{_PARTS}/{part}" for part in sorted(expected)])
@@ -284,18 +284,19 @@ def _read_small(root: Root, *names: str) -> bytes:
 # -- indexing a dataset made before manifests ----------------------------------------------
 
 
-def index(path: Any, *, storage_options: dict[str, Any] | None = None) -> int:
+def index(path: Any, *, storage_options: dict[str, Any] | None = None, durable: bool = True) -> int:
     """Writes version 1 of the manifest of the dataset at ``path``, made before manifests
     (or by hand): a dataset directory (``spec.json``), a sharded one (``000000``, …: every
     shard complete, none being written) or a directory of plain ``*.ffr`` parts (``dump``).
-    Returns the version published (1). ``FileExistsError`` when it has a manifest already."""
+    Returns the version published (1). ``FileExistsError`` when it has a manifest already.
+    ``durable=False`` skips the fsyncs (a scratch dataset's)."""
     root = Root(path, storage_options).writable()
     claim = root.claim()
     try:
         found, _ = manifests.versions(root.path)
         if found:
             raise FileExistsError(f"{root}: has a manifest already (version {max(found)})")
-        manifests.publish(root.path, survey(root))
+        manifests.publish(root.path, survey(root), durable)
         return 1
     finally:
         claim.release()
@@ -369,13 +370,14 @@ def _survey_parts(root: Root, local: Any = None) -> Manifest:
     return Manifest.build(1, parse_spec({"bytes": "bytes"}), {}, entries, kind="files")
 
 
-def publish_parts(root: Root, local: Any = None) -> None:
+def publish_parts(root: Root, local: Any = None, durable: bool = True) -> None:
     """Publishes the next version (the first, without a manifest) of a directory of plain
     parts just written (``dump``): described from their local copies at ``local`` (the
-    staging directory of an upload) when given."""
+    staging directory of an upload) when given; ``durable`` as for ``FileWriter``."""
     found = _survey_parts(root, local)
     loaded = manifests.load(root.path)
-    manifests.publish(root.path, found if loaded is None else loaded.manifest.successor(found.entries()))
+    manifests.publish(root.path, found if loaded is None else loaded.manifest.successor(found.entries()),
+                      durable)
 
 
 # -- adding a field ------------------------------------------------------------------------
@@ -421,7 +423,7 @@ def add_field(path: Any, name: str, type: str, values: Iterable[Any] | Callable[
                 entries.append(entry._replace(files={**entry.files, name: version}))
                 bar.update(entry.length)
         source(len(base.shards), 0)  # the values must end with the datapoints
-        manifests.publish(root.path, base.successor(entries, {**base.fields, name: field}))
+        manifests.publish(root.path, base.successor(entries, {**base.fields, name: field}), durable)
         return base.version + 1
     except BaseException:
         root.remove(written)

@@ -388,14 +388,15 @@ def _span(numbers: list[int]) -> str:
     return ", ".join(map(str, numbers)) if len(numbers) <= 6 else f"{numbers[0]} … {numbers[-1]}"
 
 
-def publish(root: Any, manifest: Manifest) -> None:
+def publish(root: Any, manifest: Manifest, durable: bool = True) -> None:
     """Publishes ``manifest`` as its version of the dataset at ``root``, never replacing
-    one: ``FileExistsError`` when that version exists (another writer published it)."""
+    one: ``FileExistsError`` when that version exists (another writer published it).
+    ``durable=False`` skips the fsyncs (a scratch dataset's writer: see ``FileWriter``)."""
     tmp = tempfile.mkdtemp(prefix="ffrecord-manifest-") if isinstance(root, _remote.RemotePath) \
         else _local_manifest_dir(root)
     staged = os.path.join(tmp, f".pending-{manifest.writer}.ffr")
     try:
-        _write(staged, manifest)
+        _write(staged, manifest, durable)
         if isinstance(root, _remote.RemotePath):
             with open(staged, "rb") as f:
                 body = f.read()
@@ -409,7 +410,8 @@ def publish(root: Any, manifest: Manifest) -> None:
             os.link(staged, os.path.join(tmp, version_name(manifest.version)))
         except FileExistsError:
             raise _taken(root, manifest.version) from None
-        sync_directory(Path(tmp))
+        if durable:
+            sync_directory(Path(tmp))
     finally:
         if os.path.lexists(staged):
             os.unlink(staged)
@@ -427,11 +429,11 @@ def _local_manifest_dir(root: Path) -> str:
     return str(folder)
 
 
-def _write(path: str, manifest: Manifest) -> None:
+def _write(path: str, manifest: Manifest, durable: bool) -> None:
     from ..writer import FileWriter
 
     samples = manifest.samples()
-    with FileWriter(path, len(samples), compression="zstd") as writer:
+    with FileWriter(path, len(samples), compression="zstd", durable=durable) as writer:
         writer.write_many(samples)
 
 

@@ -78,6 +78,7 @@ class DatasetWriter(ClosesOrAborts):
                  metadata: Mapping[str, Any] | None = None, progress: bool = False,
                  durable: bool = True, manifest: bool = True) -> None:
         self.entry: manifests.ShardEntry | None = None  # what close() wrote, for a manifest
+        self.durable = bool(durable)
         self._publishes = bool(manifest)
         self._spec_made: os.stat_result | None = None  # the spec.json close() wrote
         self._uploaded: list[str] = []  # what close() uploaded (spec.json first)
@@ -233,7 +234,7 @@ class DatasetWriter(ClosesOrAborts):
         """Publishes version 1 of the dataset's manifest: one shard, this directory."""
         root = _remote.as_path(self.url or self.directory, self.storage_options)
         first = manifests.Manifest.build(1, self._fields, self.metadata, [self.entry._replace(name="")])
-        manifests.publish(root, first)
+        manifests.publish(root, first, self.durable)
 
     def _place(self, name: str) -> None:
         """Closes one field's writer (moving its file into place) and notes what it made."""
@@ -510,12 +511,13 @@ class ShardedDatasetWriter(ClosesOrAborts):
         root = grow.Root(self.directory)
         if self._appending is not None:
             if self._entries:  # nothing appended: no new version
-                self._appending.publish(self._entries)
+                self._appending.publish(self._entries, self.durable)
         elif self.shardstep == 1:
             if self._entries:
-                manifests.publish(root.path, manifests.Manifest.build(1, self._fields, {}, self._entries))
+                manifests.publish(root.path, manifests.Manifest.build(1, self._fields, {}, self._entries),
+                                  self.durable)
         else:
-            grow.publish_part(root, self._fields, self.shardstart, self.shardstep, self._entries)
+            grow.publish_part(root, self._fields, self.shardstart, self.shardstep, self._entries, self.durable)
 
     def abort(self) -> None:
         """Discards the current shard; completed shards stay (appending: are removed)."""
