@@ -371,3 +371,18 @@ def test_verify_checks_the_files_the_manifest_lists(tmp_path: Path, capsys) -> N
         writer.write_many([b"\0" * 8, b"\1" * 8])
     assert main(["verify", str(path)]) == 1
     assert "000001/score.ffr: not the file version 2 of the manifest lists" in capsys.readouterr().out
+
+
+def test_two_appenders_on_s3_one_is_refused(bucket) -> None:
+    client, name, options = bucket
+    path = f"s3://{name}/ds"
+    write(path, 4, options)
+    first = ShardedDatasetWriter(path, SPEC, shardlen=2, mode="append", storage_options=options)
+    first.append(point(4))
+    with pytest.raises(FileExistsError, match=f"claimed by a writer .pid {os.getpid()} on"):
+        append(path, options, 4, 6)
+    with pytest.raises(FileExistsError, match="claimed by a writer"):
+        add_double(path, options)
+    first.close()
+    assert versions(path, options) == [1, 2] and everything(path, options) == [point(k) for k in range(5)]
+    assert f"ds/.ffrecord-writer" not in keys(client, name, "ds/")

@@ -93,21 +93,29 @@ class Root:
         return sorted((name for name in names if name.isdigit()), key=int)
 
     def files(self, shard: str) -> dict[str, int]:
-        """The files directly in a shard's directory, with their sizes."""
+        """The files directly in a shard's directory, with their sizes (none when it is
+        missing)."""
         if self.remote:
             objects, _ = _remote.list_objects(str(self.at(shard)) + "/", self.options)
             return {name: version.size for name, version in objects.items()}
         out = {}
-        for entry in os.scandir(self.at(shard)):
+        try:
+            entries = list(os.scandir(self.at(shard)))
+        except FileNotFoundError:  # a shard removed by hand: nothing of it to look at
+            return out
+        for entry in entries:
             if not entry.is_dir(follow_symlinks=False):
                 out[entry.name] = entry.stat(follow_symlinks=False).st_size
         return out
 
-    def being_written(self, shard: str) -> bool:
+    def being_written(self, shard: str, present: Any = None) -> bool:
         """Whether a writer may be writing the shard: locally, a live claim on it; remote,
-        a claim object under it (object storage cannot tell a dead writer's)."""
+        a claim object under it (object storage cannot tell a dead writer's). ``present``:
+        the shard's files, when listed already."""
+        if CLAIM_FILE not in (self.files(shard) if present is None else present):
+            return False
         if self.remote:
-            return CLAIM_FILE in self.files(shard)
+            return True
         try:
             Claim(self.at(shard)).release()
         except FileExistsError:
@@ -529,9 +537,9 @@ def _remove_garbage(root: Root, kept: list[Manifest]) -> tuple[int, int]:
     listed = {m.path(k, name) for m in kept for k in range(len(m.shards)) for name in m.fields}
     files, freed = remove_orphans(root, shards)
     for shard in sorted(shards):
-        if shard and root.being_written(shard):
-            continue
         present = root.files(shard)
+        if shard and root.being_written(shard, present):
+            continue
         garbage = [f for f in present if _is_garbage(f, shard, listed, root.remote)]
         root.remove([f"{shard}/{f}" if shard else f for f in garbage])
         files += len(garbage)
