@@ -191,7 +191,7 @@ def _pinned(data: Any) -> Any:
     """torch's ``pin_memory`` of a batch, bytes-like views left as they are (torch takes a
     ``memoryview`` for a sequence and would make a list of ints of it)."""
     kind = type(data)
-    if kind is memoryview:
+    if kind is memoryview or (kind is torch.Tensor and data.device.type != "cpu"):  # e.g. decoded on the GPU
         return data
     if kind is list:
         return [_pinned(x) for x in data]
