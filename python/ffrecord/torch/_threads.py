@@ -114,7 +114,7 @@ class _Pipeline:
         self.pin = pin
         self.columns_of = columns_of  # the dataset whose batches are read in columns (default collate)
         self.queue: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()  # _Task, or None: a thread's end
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a finalizer run by the garbage collector on a thread may take it again
         self.closed = False
         self.threads = [threading.Thread(target=self._work, args=(k, worker_init_fn), daemon=True,
                                          name=f"ffrecord-loader-{k}") for k in range(workers)]
