@@ -19,7 +19,7 @@ import torch.distributed as dist
 import torch.utils.data
 from torch._utils import ExceptionWrapper
 
-from . import _transport
+from . import _threads, _transport
 from .collate import default_collate
 from .dataset import Dataset
 from ffrecord.order import FullShuffle, Order, RankShare
@@ -161,6 +161,12 @@ class DataLoader(torch.utils.data.DataLoader):
     Workers start with ``fork`` unless ``multiprocessing_context`` is given or the process
     has fixed its start method; ``forkserver`` and ``spawn`` work too.
 
+    ``workers``: what the ``num_workers`` workers are. ``"processes"`` (the default):
+    torch's worker processes. ``"threads"``: threads of this process, which fetch, collate
+    and pin batches side by side (ffrecord's reads and decodes run without the GIL), with no
+    start-up, pickling or transport (see ``_threads``; a map-style dataset only).
+    ``"auto"``: threads for ffrecord's own datasets, processes otherwise.
+
     ``shared_memory`` (default True): worker batches travel in shared memory, not through
     torch's pipe (see ``_transport``): tensors and arrays arrive as views of it, and
     ``bytes``-like values as read-only ``memoryview`` objects. False keeps torch's pipe
@@ -200,14 +206,18 @@ class DataLoader(torch.utils.data.DataLoader):
         world_size: int | None = None,
         order: Order | None = None,
         shared_memory: bool = True,
+        workers: str = "processes",
         **torch_kwargs: Any,
     ) -> None:
-        if num_workers > 0 and multiprocessing_context is None:
+        self.workers = workers
+        processes = num_workers > 0 and _threads.resolve_workers(workers, dataset) == "processes"
+        self._on_threads = num_workers > 0 and not processes
+        if processes and multiprocessing_context is None:
             multiprocessing_context = _default_start_method()
         users_collate = collate_fn is not None
         if collate_fn is None and (batch_size is not None or batch_sampler is not None):
             collate_fn = default_collate  # torch's default for batches (auto-collation)
-        if (num_workers > 0 and shared_memory and _transport.SUPPORTED
+        if (processes and shared_memory and _transport.SUPPORTED
                 and not isinstance(collate_fn, _transport.WorkerCollate)):
             # A user's collate_fn gets back the types it made (bytes stay bytes: one copy
             # out of the slot); the default's bytes-like values arrive as views of it.
@@ -349,6 +359,19 @@ class DataLoader(torch.utils.data.DataLoader):
             self._planner.plan(epoch, start)
         self._run = _EpochRun(epoch, start, base, self._planner.num_batches, generator_state, before)
         return _TrackedIterator(super().__iter__(), self._run)
+
+    def _get_iterator(self) -> Any:
+        """torch's iterator for the workers asked for: threads of this process (``_threads``)
+        or torch's own (processes, or none)."""
+        if self._on_threads:
+            return _threads.ThreadedIterator(self)
+        return super()._get_iterator()
+
+    def check_worker_number_rationality(self) -> None:
+        """torch's warning of more worker processes than cores; threads, which mostly wait
+        for the library's calls, are not processes."""
+        if not self._on_threads:
+            super().check_worker_number_rationality()
 
     @property
     def _index_sampler(self) -> Any:
