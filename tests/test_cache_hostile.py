@@ -53,6 +53,16 @@ def cached(url: str, cache: Path, **kw) -> FileReader:
     return FileReader(url, cache_dir=cache, chunk_size=CHUNK, **kw)
 
 
+@pytest.fixture
+def warm(served, tmp_path):
+    """``served`` and a cache directory holding its header and every chunk."""
+    srv, url, samples = served
+    cache = tmp_path / "cache"
+    with cached(url, cache) as r:
+        r.read(range(64))
+    return url, samples, cache
+
+
 def read_in_child(url: str, cache: Path, check_data: bool = True) -> tuple[str, int]:
     """The sha256 of every sample read by a fresh process, and its cache misses; a hang or an
     abort fails the test (the child is killed after 60 s)."""
@@ -93,11 +103,8 @@ def _give_away(path: Path) -> None:
     (_give_away, "belongs to uid"),
 ], ids=["0777", "sticky 1777", "group 0770", "chunks 0777", "another user's"])
 @pytest.mark.parametrize("check_data", [True, False])
-def test_a_cache_directory_others_can_write_is_refused(served, tmp_path, make_unsafe, why, check_data):
-    srv, url, samples = served
-    cache = tmp_path / "cache"
-    with cached(url, cache) as r:  # headers and chunks of this very object: what a planter plants
-        r.read(range(64))
+def test_a_cache_directory_others_can_write_is_refused(warm, make_unsafe, why, check_data):
+    url, samples, cache = warm  # headers and chunks of this very object: what a planter plants
     make_unsafe(cache)
     with pytest.raises(PermissionError, match=re.escape(why)) as info:
         cached(url, cache, check_data=check_data)
@@ -124,11 +131,8 @@ def test_new_cache_directories_are_private(served, tmp_path):
 
 
 @pytest.mark.parametrize("check_data", [True, False])
-def test_a_chunk_replaced_by_another_chunks_copy_is_never_served(served, tmp_path, check_data):
-    srv, url, samples = served
-    cache = tmp_path / "cache"
-    with cached(url, cache) as r:
-        r.read(range(64))
+def test_a_chunk_replaced_by_another_chunks_copy_is_never_served(warm, check_data):
+    url, samples, cache = warm
     files = sorted((cache / "chunks").glob("*.chunk"))
     assert len(files) == 8 and len({f.stat().st_size for f in files}) == 1
     for victim, source in zip(files[::2], files[1::2]):  # four chunks hold their neighbours' bytes
@@ -140,11 +144,8 @@ def test_a_chunk_replaced_by_another_chunks_copy_is_never_served(served, tmp_pat
 
 
 @pytest.mark.parametrize("check_data", [True, False])
-def test_chunks_of_the_older_layout_are_dropped_and_downloaded_again(served, tmp_path, check_data):
-    srv, url, samples = served
-    cache = tmp_path / "cache"
-    with cached(url, cache) as r:
-        r.read(range(64))
+def test_chunks_of_the_older_layout_are_dropped_and_downloaded_again(warm, check_data):
+    url, samples, cache = warm
     for f in (cache / "chunks").glob("*.chunk"):  # data, CRC-32, b"ffrchunk": the older trailer
         data = f.read_bytes()[:-SEAL]
         f.write_bytes(data + zlib.crc32(data).to_bytes(4, "little") + b"ffrchunk")
@@ -186,11 +187,8 @@ def _plant(path: Path, kind: str) -> None:
 
 @pytest.mark.parametrize("what", ["chunk", "header entry"])
 @pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero"])
-def test_special_files_in_place_of_cache_files_never_hang_nor_abort(served, tmp_path, what, kind):
-    srv, url, samples = served
-    cache = tmp_path / "cache"
-    with cached(url, cache) as r:
-        r.read(range(64))
+def test_special_files_in_place_of_cache_files_never_hang_nor_abort(warm, what, kind):
+    url, samples, cache = warm
     victims = sorted((cache / "chunks").glob("*.chunk"))[:3] if what == "chunk" else list(cache.glob("*.ffrh"))
     for v in victims:
         _plant(v, kind)
