@@ -68,18 +68,19 @@ type Lock struct {
 	path string
 }
 
-// lockAttempts bounds how often Acquire finds what it locked gone, or something else than
-// a lock file in its place, before giving up: each needs another process to delete the
-// file in the instant between two system calls.
-const lockAttempts = 100
+// specialAttempts bounds how often Acquire finds something else than a lock file (a FIFO,
+// a symlink) in its lock file's place, deletes it and finds another there again.
+const specialAttempts = 100
 
 // Acquire takes the lock of path, creating its lock file, waiting while another process
-// holds it.
+// holds it. Each time the file it locked turns out deleted meanwhile, another process held
+// the lock and let it go, so trying again always follows progress: it is not bounded.
 func Acquire(path string) (*Lock, error) {
-	for range lockAttempts {
+	for special := 0; special < specialAttempts; {
 		f, st, err := openCacheFile(path, os.O_RDWR|os.O_CREATE)
 		if errors.Is(err, errNotCacheFile) {
 			_ = os.Remove(path) // nobody can hold a lock on it: ours are regular files
+			special++
 			continue
 		}
 		if err != nil {
@@ -94,7 +95,7 @@ func Acquire(path string) (*Lock, error) {
 		}
 		Unlock(f) // deleted by its holder while we waited: the lock is another file's now
 	}
-	return nil, fmt.Errorf("%s: the lock file kept being replaced", path)
+	return nil, fmt.Errorf("%s: %w in the lock file's place, again and again", path, errNotCacheFile)
 }
 
 // Release deletes the lock file and drops the lock: a process waiting for it finds its
