@@ -29,6 +29,10 @@ type dataFile struct {
 	ext      *extension
 	verified *FileIdentity // this version of the file passed the checks of CheckData
 	remote   *remoteFile   // set when the file is read over the network (remote_source.go)
+	// fileMapped: data is the file's shared mapping, whose released pages fault back in
+	// from the page cache; other memory (a remote file's private image, a test's slice)
+	// would read back as zeros, and release leaves it alone.
+	fileMapped bool
 }
 
 // samples is the number of samples a user sees in this file.
@@ -66,6 +70,7 @@ func openDataFile(path string, opts ReaderOptions) (_ *dataFile, warnings []stri
 	if err != nil {
 		return nil, nil, &fs.PathError{Op: "mmap", Path: path, Err: err}
 	}
+	f.fileMapped = true
 	if direct {
 		if f.directFd, err = openDirect(path); err != nil {
 			if !errors.Is(err, unix.EINVAL) {
@@ -188,13 +193,11 @@ func (f *dataFile) checksumRange(from, to uint64) uint32 {
 }
 
 // release drops this process's mapping of the pages covering data[from:to]; they stay in
-// the page cache and come back on the next access.
+// the page cache and come back on the next access. Only a file's mapping is released:
+// MADV_DONTNEED empties any other memory (fileMapped).
 func (f *dataFile) release(from, to uint64) {
 	from &^= pageSize - 1
-	if f.remote != nil {
-		return // the image is private memory: dropped pages would read back as zeros
-	}
-	if from >= to {
+	if !f.fileMapped || from >= to {
 		return
 	}
 	_ = unix.Madvise(f.data[from:to], unix.MADV_DONTNEED)

@@ -65,20 +65,23 @@ func openRemoteFile(url string, opts ReaderOptions, stats *source.Stats, readAhe
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: mapping an image of %d bytes: %w", url, f.size, err)
 	}
-	cache := headerCache{dir: opts.Remote.CacheDir, url: url, etag: src.Version(), size: f.size}
+	cache, err := openHeaderCache(opts.Remote, url, src.Version(), f.size, stats)
+	if err != nil {
+		return nil, nil, err
+	}
 	// The node's processes opening the object at once (a job's workers and ranks) wait
 	// for the first to fetch the header and seed the chunk cache, then find both there.
 	defer cache.lock()()
 	var fetched uint64 // bytes [0, fetched) of the object arrived with the header
 	if !cache.load(f.data) {
 		chunkSize := int64(0)
-		if cache.path() != "" {
+		if cache.store != nil {
 			chunkSize = opts.Remote.ChunkSize
 		}
 		if fetched, err = f.fetchHeader(uint64(FirstRequestBytes(chunkSize, readAhead))); err != nil {
 			return nil, nil, err
 		}
-		cache.store(f.data)
+		cache.save(f.data)
 	}
 	where := func() (string, int64) { return url, -1 }
 	if err := withFaultGuard(where, func() error { return f.parseHeader(opts.CheckData, &warnings) }); err != nil {

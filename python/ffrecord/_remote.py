@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 from typing import Any
 
@@ -84,8 +85,12 @@ def encode_options(options: dict[str, Any] | None) -> bytes:
     if not isinstance(options, dict):
         raise TypeError(f"storage_options must be a dict, not {type(options).__name__}")
     try:
-        given = json.dumps(options)
-    except TypeError as exc:
+        given = json.dumps(options, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        # JSON has no NaN nor infinity: the core never sees them to name the option.
+        for name, value in options.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"storage option {name} {value} is not a finite number") from None
         raise ValueError(f"storage_options: {exc}") from None
     _lib.check(_lib.current().dll.ffr_check_options(given.encode()))
     env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}

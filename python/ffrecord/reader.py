@@ -52,7 +52,9 @@ class FileReader(ReaderHandle, Verification, FileDescription):
     node-local cache of remote data, shared by every process of the node: chunks of
     ``chunk_size`` bytes of consecutive samples (``chunk_bounds``), each downloaded with
     one request, at most ``cache_limit`` bytes of them (or ``FFRECORD_CACHE_LIMIT``; the
-    least recently used are evicted). ``stats()`` counts requests, bytes and cache hits.
+    least recently used are evicted). The directory must be the user's and writable by
+    nobody else (``PermissionError`` otherwise: others could plant what it serves).
+    ``stats()`` counts requests, bytes and cache hits.
 
     A reader is safe to use from many threads at once, survives ``fork()`` (the child
     reopens the files by path on first use) and pickles by ``(fnames, check_data, direct,

@@ -83,9 +83,6 @@ func Remove(url, options unsafe.Pointer) (status int32) {
 	return StatusOK
 }
 
-// maxText bounds what ffr_fetch_text reads: small documents (a dataset's spec).
-const maxText = 16 << 20
-
 // FetchText implements ffr_fetch_text: the document, kept in the cache directory as the
 // last copy seen (ffr_fetched_text).
 func FetchText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) (status int32) {
@@ -99,9 +96,9 @@ func FetchText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Poi
 		if err != nil {
 			return nil, err
 		}
-		data, err := obj.ReadAll(maxText)
+		data, err := obj.ReadAll(core.MaxText)
 		if err == nil {
-			core.RememberText(opts.CacheDir, u, data)
+			core.RememberText(opts, u, data)
 		}
 		return data, err
 	})
@@ -111,7 +108,7 @@ func FetchText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Poi
 func FetchedText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
 	return textCall("ffr_fetched_text", url, options, buf, size, needed, func(u string, opts remote.Options) ([]byte, error) {
-		data, ok := core.RememberedText(opts.CacheDir, u)
+		data, ok := core.RememberedText(opts, u)
 		if !ok {
 			return nil, &callError{StatusNotFound, "ffr_fetched_text: no copy of this document kept"}
 		}
