@@ -267,10 +267,10 @@ def test_a_stale_index_over_s3_is_rebuilt_in_memory(bucket, tmp_path: Path) -> N
     ("pad_id", 2**63, TokenRangeError, "pad_id 9223372036854775808"),
     ("pad_id", -5, TokenRangeError, "pad_id -5"),
     ("pad_id", "0", TypeError, "pad_id must be an integer"),
-    ("window", 0, ValueError, "window must be at least 1"),
+    ("window", 0, ValueError, "window must be >= 1"),
     ("window", 1.5, TypeError, "window must be an integer"),
     ("window", float("nan"), TypeError, "window must be an integer"),
-    ("seed", -1, ValueError, "seed must be at least 0"),
+    ("seed", -1, ValueError, "seed must be >= 0"),
     ("seed", 0.5, TypeError, "seed must be an integer"),
     ("seed", None, TypeError, "seed must be an integer"),
     ("block_size", 2**64, BlockSizeError, "larger than the dataset"),
@@ -301,7 +301,7 @@ def test_token_ids_up_to_the_dtype_are_taken(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("call,error,match", [
-    (lambda: pack([3, 4], 0), ValueError, "capacity must be at least 1"),
+    (lambda: pack([3, 4], 0), ValueError, "capacity must be >= 1"),
     (lambda: pack([3, 4], 2.5), TypeError, "capacity must be an integer"),
     (lambda: pack([3, -4], 4), ValueError, "document 1 has -4"),
     (lambda: pack(np.array([2**63], np.uint64), 4), ValueError, "document 0"),
@@ -315,10 +315,10 @@ def test_pack_checks_its_arguments(call, error, match: str) -> None:
 
 
 @pytest.mark.parametrize("option,value,error,match", [
-    ("shard_docs", 0, ValueError, "shard_docs must be at least 1"),
+    ("shard_docs", 0, ValueError, "shard_docs must be >= 1"),
     ("shard_docs", 2.5, TypeError, "shard_docs must be an integer"),
     ("shard_docs", float("nan"), TypeError, "shard_docs must be an integer"),
-    ("workers", -1, ValueError, "workers must be at least 0"),
+    ("workers", -1, ValueError, "workers must be >= 0"),
     ("workers", 1.5, TypeError, "workers must be an integer"),
 ])
 def test_convert_text_checks_its_numbers(tmp_path: Path, option: str, value, error, match: str) -> None:

@@ -1,6 +1,6 @@
-"""Checks of the numbers token datasets take as arguments: each error names the argument.
-Integers are what ``operator.index`` takes (Python and numpy integers), never ``bool``, a
-float or a string, so that nothing is rounded or wrapped into another value.
+"""Checks of the token ids and block sizes token datasets take as arguments, each error
+naming the argument (integers as ``ffrecord._integers`` takes them: never rounded or
+wrapped into another value).
 
 >>> token_id(50_256, "separator", np.dtype("<u2"))
 50256
@@ -12,31 +12,12 @@ ffrecord.tokens.errors.TokenRangeError: separator 18446744073709551621 is not a 
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import numpy as np
 
+from .._integers import integer
 from .errors import BlockSizeError, TokenRangeError
-
-
-def integer(value: Any, name: str) -> int:
-    """``value`` as an ``int``; ``TypeError`` naming ``name`` when it is not an integer."""
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, not {type(value).__name__} {value!r:.40}") from None
-
-
-def at_least(value: Any, name: str, low: int = 1) -> int:
-    """``value``, an integer ``>= low`` (``ValueError``/``TypeError`` naming ``name``):
-    counts and sizes at least 1, seeds and worker counts at least 0."""
-    number = integer(value, name)
-    if number < low:
-        raise ValueError(f"{name} must be at least {low}, got {number}")
-    return number
 
 
 def token_id(value: Any, name: str, dtype: np.dtype) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import arguments
+from .._integers import at_least
 
 METHODS = ("best_fit", "first_fit")
 
@@ -62,8 +62,8 @@ def checked_packing(method: Any, window: Any, seed: Any) -> tuple[str, int | Non
     window ``>= 1``, an integer seed ``>= 0`` (errors name the argument)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
-    window = None if window is None else arguments.at_least(window, "window")
-    return method, window, arguments.at_least(seed, "seed", 0)
+    window = None if window is None else at_least(window, "window", 1)
+    return method, window, at_least(seed, "seed")
 
 
 def pack(lengths: np.ndarray, capacity: int, method: str = "best_fit", window: int | None = None,
@@ -71,7 +71,7 @@ def pack(lengths: np.ndarray, capacity: int, method: str = "best_fit", window: i
     """Plans blocks of ``capacity`` tokens holding the documents of ``lengths`` (integers
     ``>= 0``)."""
     method, window, seed = checked_packing(method, window, seed)
-    capacity = arguments.at_least(capacity, "capacity")
+    capacity = at_least(capacity, "capacity", 1)
     lengths = np.asarray(lengths)
     if lengths.ndim != 1 or (lengths.size and lengths.dtype.kind not in "iu"):
         raise ValueError(f"lengths must be a 1-D sequence of integers, not {lengths.dtype} of shape "
