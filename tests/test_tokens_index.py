@@ -246,7 +246,9 @@ def test_a_stale_index_over_s3_is_rebuilt_in_memory(bucket, tmp_path: Path) -> N
         for doc in docs:
             writer.append(doc)
     other = write_tokens(tmp_path / "other", documents(30, 11))
-    blocks = TokenBlocks(url, block_size=5, storage_options=options)  # its own index: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the index the writer uploaded is used
+        blocks = TokenBlocks(url, block_size=5, storage_options=options)
     flat = np.concatenate(docs).astype(np.int64)
     assert (blocks.read([3])[0] == flat[15:21]).all()
     client.put_object(Bucket=name, Key="tok/tokens.index", Body=(other / "tokens.index").read_bytes())
