@@ -211,6 +211,20 @@ def test_a_bad_index_is_dropped_and_built_again(tmp_path: Path, damage: str) -> 
         assert opened_quietly(path).documents == 40
 
 
+def test_a_count_that_wraps_around_is_seen(tmp_path: Path) -> None:
+    """uint32 counts 2**62 too large take, times 4, the bytes of the true ones modulo 2**64
+    (but a longer array header)."""
+    docs = [np.array([70_000, 1, 2], np.uint32), np.array([3, 4], np.uint32)]
+    path = tmp_path / "wide"
+    with TokenWriter(path, vocab_size=1 << 20) as writer:
+        for doc in docs:
+            writer.append(doc)
+    _crafted(lambda h: h.update(tokens=h["tokens"] + 2**62),
+             lambda s: s.__setitem__(slice(1, None), s[1:] + 2**62))(path / "tokens.index", path)
+    with pytest.warns(FFRecordWarning, match="document 0 holds 28 bytes"):
+        assert_blocks_match(path, docs, block_size=2)
+
+
 def test_any_flipped_byte_of_an_index_is_seen(tmp_path: Path) -> None:
     docs = documents(10, 7)
     path = write_tokens(tmp_path / "d", docs)

@@ -46,7 +46,7 @@ _KEYS = {"format", "field", "dtype", "documents", "tokens", "source"}
 @dataclass(frozen=True)
 class FieldSource:
     """A token field's file as its reader sees it now: ``identity`` (JSON-able, what an
-    index records) and ``sizes``, each document's stored bytes (``int64``)."""
+    index records), ``sizes`` (each document's stored bytes, ``int64``) and ``owner``."""
 
     identity: dict[str, Any]
     sizes: np.ndarray
@@ -85,7 +85,7 @@ def header_for(field: str, dtype: np.dtype, starts: np.ndarray, source: FieldSou
 def consistency_error(dtype: np.dtype, starts: np.ndarray, source: FieldSource) -> str | None:
     """Why ``starts`` (of ``dtype`` tokens) cannot describe ``source``'s documents, or
     ``None``: each document's stored size must be its array header plus its tokens."""
-    if len(starts) != len(source.sizes) + 1 or (len(starts) and starts[0] != 0):
+    if len(starts) != len(source.sizes) + 1 or starts[0] != 0:
         return f"it indexes {len(starts) - 1} documents; the field holds {len(source.sizes)}"
     lengths = np.diff(starts)
     if (lengths < 0).any():
