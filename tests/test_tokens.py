@@ -353,9 +353,11 @@ def test_docstring_examples_run() -> None:
     import doctest
 
     from ffrecord import tokens
-    from ffrecord.tokens import blocks, convert, errors, index, packing, sources, stream, writer
+    from ffrecord.tokens import (arguments, binding, blocks, convert, errors, index, packing, sources, stream,
+                                 writer)
     from ffrecord.torch import collate
 
-    for module in (tokens, blocks, convert, errors, index, packing, sources, stream, writer, collate):
+    for module in (tokens, arguments, binding, blocks, convert, errors, index, packing, sources, stream, writer,
+                   collate):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__

@@ -125,14 +125,15 @@ def _parser() -> argparse.ArgumentParser:
                                   "for the job: GETs, GETs/s on the prefix, bytes, cache needed, "
                                   "shuffle quality (see docs/object-storage.md).")
     plan.add_argument("paths", nargs="+", metavar="URL|FILE|DIR")
-    plan.add_argument("--nodes", type=_positive_int, default=1)
-    plan.add_argument("--gpus-per-node", type=_positive_int, default=1)
-    plan.add_argument("--batch-size", type=_positive_int, default=64, help="per GPU")
-    plan.add_argument("--samples-per-second", type=float, default=10_000, help="of the whole job")
+    # Numbers as typed: plan() checks each (a one-line error naming it, exit status 2).
+    plan.add_argument("--nodes", type=_number, default=1)
+    plan.add_argument("--gpus-per-node", type=_number, default=1)
+    plan.add_argument("--batch-size", type=_number, default=64, help="per GPU")
+    plan.add_argument("--samples-per-second", type=_number, default=10_000, help="of the whole job")
     plan.add_argument("--shuffle", choices=("chunk", "full"), default="chunk")
-    plan.add_argument("--chunk-size", type=_positive_int, default=16 << 20, help="bytes")
-    plan.add_argument("--window", type=_positive_int, default=8, help="chunks per shuffle window")
-    plan.add_argument("--cache-limit", type=_positive_int, default=None, help="bytes per node")
+    plan.add_argument("--chunk-size", type=_number, default=16 << 20, help="bytes")
+    plan.add_argument("--window", type=_number, default=8, help="chunks per shuffle window")
+    plan.add_argument("--cache-limit", type=_number, default=None, help="bytes per node")
     plan.add_argument("--no-cache", dest="cached", action="store_false",
                       help="model readers without a chunk cache")
 
@@ -223,6 +224,17 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _number(text: str) -> Any:
+    """``text`` as the number it spells (an ``int`` when it is one, else a ``float``), else
+    as it is, for the command's own checks to name."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _ffr_files(path: str) -> List[str]:

@@ -63,7 +63,9 @@ def _convert(args: argparse.Namespace) -> int:
 
 def add_show_and_view(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
     show = command("show", _show, "Show datapoints of a structured dataset: text, numbers, arrays "
-                                  "(dtype, shape, min, max), images (format and size).")
+                                  "(dtype, shape, min, max), images (format and size); long values "
+                                  "by their head and a count, a value that cannot be read or decoded "
+                                  "by its error (then the exit status is 1).")
     show.add_argument("dataset", metavar="DATASET")
     show.add_argument("indices", nargs="*", metavar="INDEX",
                       help="datapoint index (negative counts from the end) or START:STOP "
@@ -80,9 +82,9 @@ def add_show_and_view(command: Callable[[str, Callable, str], argparse.ArgumentP
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .cli import _parse_indices, _UsageError
+    from .cli import EXIT_CORRUPT, _parse_indices, _UsageError
     from .dataset import open_dataset
-    from .dataset.display import as_text, display_decoders, spec_types, summarize
+    from .dataset.display import as_text, display_decoders, spec_types, summarize_datapoints
     from .dataset.spec import parse_spec
 
     with open_dataset(args.dataset) as probe:
@@ -109,12 +111,14 @@ def _show(args: argparse.Namespace) -> int:
                   f"field {args.field!r} to {args.out}")
             return EXIT_OK
         width = max(len(name) for name in spec)
-        for index, datapoint in zip(indices, dataset.read(indices, mask)):
+        unreadable = 0
+        for index, fields in zip(indices, summarize_datapoints(dataset, indices, mask, spec)):
             print(f"datapoint {index}")
-            for name, value in datapoint.items():
-                text = as_text(summarize(value, spec[name])).replace("\n", "\n" + " " * (width + 2))
+            for name, summary in fields.items():
+                unreadable += summary["kind"] == "error"
+                text = as_text(summary).replace("\n", "\n" + " " * (width + 2))
                 print(f"  {name:<{width}}  {text}")
-    return EXIT_OK
+    return EXIT_CORRUPT if unreadable else EXIT_OK
 
 
 def _view(args: argparse.Namespace) -> int:

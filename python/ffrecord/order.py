@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from ._integers import at_least as _count
+from ._integers import integer as _integer
 from ._permutation import FeistelPermutation, splitmix64, splitmix64_array
 
 __all__ = [
@@ -420,18 +422,3 @@ def shuffle_quality(order: Order, batch_size: int, bounds: Any = None, epoch: in
                 figures["spread"].append(float(idx.std()) / (n / math.sqrt(12)) if n > 1 else 1.0)
     return {name: float(np.mean(values)) for name, values in figures.items()}
 
-
-def _integer(value: Any, name: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {value!r:.80}") from None
-
-
-def _count(value: Any, name: str, minimum: int = 0) -> int:
-    value = _integer(value, name)
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value

@@ -35,6 +35,7 @@ from .._paths import PathArg
 from .._progress import ProgressBar
 from ..converters._runner import Staging, refuse_taken
 from ..dataset.writer import shard_name
+from .._integers import at_least
 from . import sources
 from .errors import TokenError, TokenizerError
 from .index import dtype_for_vocab
@@ -72,14 +73,13 @@ def convert_text(source: Any, dest: PathArg, tokenizer: Callable[[str], Any], vo
 
     Returns ``{"documents", "tokens", "shards", "resumed_documents"}``.
     """
-    if shard_docs < 1:
-        raise ValueError(f"shard_docs must be at least 1, got {shard_docs}")
+    shard_docs = at_least(shard_docs, "shard_docs", 1)
     dtype = dtype_for_vocab(vocab_size)
     keep = list(keep)
     if _remote.is_url(os.fsdecode(dest)):
         raise ValueError(f"{dest}: convert_text writes a local directory (upload it afterwards, or "
                          "write to s3:// with TokenWriter)")
-    workers = (os.cpu_count() or 1) if workers is None else workers
+    workers = (os.cpu_count() or 1) if workers is None else at_least(workers, "workers")
     if workers > 0:
         try:
             pickle.dumps(tokenizer)

@@ -2,9 +2,10 @@
 
 A document is a 1-D sequence of token ids, stored as an ``array`` value (``uint16`` or
 ``uint32``, chosen by the vocabulary size) in the field ``tokens``; other fields (source,
-language, ...) may ride along. ``close()`` writes the cumulative token index
-(``tokens.index``) before the dataset's ``spec.json``, so a dataset is complete with its
-index or not at all.
+language, ...) may ride along. ``close()`` completes the dataset, then writes the
+cumulative token index (``tokens.index``) bound to the token field's file as written (see
+``ffrecord.tokens.binding``): a reader that finds no index, or one of another field file,
+builds it again.
 
 >>> import tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "docs")
@@ -25,10 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from ..dataset.reader import DatasetReader
 from ..dataset.writer import DatasetWriter
 from ..writer import ClosesOrAborts
 from .errors import EmptyDocumentError, TokenizerError, TokenRangeError
-from .index import TokenIndex, dtype_for_vocab, index_name
+from .index import bound_index, dtype_for_vocab, index_name
 
 
 def as_tokens(value: Any, dtype: np.dtype, vocab_size: int, index: int) -> np.ndarray:
@@ -78,6 +80,7 @@ class TokenWriter(ClosesOrAborts):
             raise ValueError(f"spec names the token field {field!r} itself")
         self._lengths: list[int] = []
         self._durable = bool(durable)
+        self._storage_options = storage_options
         self._writer = DatasetWriter(directory, full_spec, length=length,
                                      storage_options=storage_options, durable=durable)
 
@@ -106,18 +109,19 @@ class TokenWriter(ClosesOrAborts):
         self._lengths.append(len(array))
 
     def close(self) -> None:
-        """Writes the token index, then completes the dataset (see ``DatasetWriter.close``)."""
+        """Completes the dataset (see ``DatasetWriter.close``), then writes its token index.
+        Should writing the index fail, the dataset stays complete and its readers build the
+        index; the error is raised."""
         if self._writer.closed:
             return
-        try:
-            starts = np.zeros(len(self._lengths) + 1, np.int64)
-            np.cumsum(self._lengths, out=starts[1:])
-            TokenIndex(self.field, self.dtype, starts).write(self._writer.attach(index_name(self.field)),
-                                                             self._durable)
-        except BaseException:
-            self._writer.abort()
-            raise
         self._writer.close()
+        starts = np.zeros(len(self._lengths) + 1, np.int64)
+        np.cumsum(self._lengths, out=starts[1:])
+        with DatasetReader(self._writer.url or self._writer.directory,
+                           storage_options=self._storage_options) as reader:
+            index = bound_index(reader, self.field, starts, self.dtype)
+            index.write(str(reader.directory / index_name(self.field)), self._durable,
+                        self._storage_options)
 
     def abort(self) -> None:
         """Discards everything written."""
