@@ -109,24 +109,40 @@ def plan(paths: Any, *, nodes: int = 1, gpus_per_node: int = 1, batch_size: int 
     ``cached=False`` models readers without a chunk cache (one GET per sample); with one,
     ``cache_limit`` per node (None: as much as the plan needs) bounds what later epochs
     find cached."""
-    if shuffle not in ("chunk", "full"):
-        raise ValueError(f"shuffle must be 'chunk' or 'full', not {shuffle!r}")
-    for name, value in (("nodes", nodes), ("gpus_per_node", gpus_per_node), ("batch_size", batch_size),
-                        ("chunk_size", chunk_size), ("window", window)):
-        if int(value) < 1:
-            raise ValueError(f"{name} must be positive, not {value}")
-    if samples_per_second <= 0:
-        raise ValueError(f"samples_per_second must be positive, not {samples_per_second}")
+    _check(shuffle, samples_per_second, nodes=nodes, gpus_per_node=gpus_per_node, batch_size=batch_size,
+           chunk_size=chunk_size, window=window)  # before any request
     with FileReader(paths, check_data=False, storage_options=storage_options) as reader:
-        bounds = reader.chunk_bounds(chunk_size)
-        data_bytes = sum(reader.file_info(k).data_bytes for k in range(len(reader.fnames)))
-        sizes = _chunk_bytes(reader, bounds)
-        seeded, opening = _with_headers(reader, bounds, sizes, int(chunk_size))
+        return plan_reader(reader, nodes=nodes, gpus_per_node=gpus_per_node, batch_size=batch_size,
+                           samples_per_second=samples_per_second, shuffle=shuffle, chunk_size=chunk_size,
+                           window=window, cached=cached, cache_limit=cache_limit)
+
+
+def plan_reader(reader: FileReader, *, nodes: int = 1, gpus_per_node: int = 1, batch_size: int = 64,
+                samples_per_second: float = 10_000, shuffle: str = "chunk", chunk_size: int = 16 << 20,
+                window: int = 8, cached: bool = True, cache_limit: int | None = None) -> Plan:
+    """``plan`` of the files an open ``reader`` reads (their headers are all it needs): a
+    DataLoader's warning about reading without a cache quotes its figures."""
+    _check(shuffle, samples_per_second, nodes=nodes, gpus_per_node=gpus_per_node, batch_size=batch_size,
+           chunk_size=chunk_size, window=window)
+    bounds = reader.chunk_bounds(chunk_size)
+    data_bytes = sum(reader.file_info(k).data_bytes for k in range(len(reader.fnames)))
+    sizes = _chunk_bytes(reader, bounds)
+    seeded, opening = _with_headers(reader, bounds, sizes, int(chunk_size))
     return _model(bounds=bounds, chunk_bytes=sizes, seeded=seeded, opening_bytes=opening,
                   chunk_size=int(chunk_size),
                   data_bytes=data_bytes, nodes=int(nodes), ranks=int(nodes) * int(gpus_per_node),
                   batch_size=int(batch_size), samples_per_second=float(samples_per_second),
                   shuffle=shuffle, window=int(window), cache_limit=cache_limit, cached=cached)
+
+
+def _check(shuffle: str, samples_per_second: float, **positive: int) -> None:
+    if shuffle not in ("chunk", "full"):
+        raise ValueError(f"shuffle must be 'chunk' or 'full', not {shuffle!r}")
+    for name, value in positive.items():
+        if int(value) < 1:
+            raise ValueError(f"{name} must be positive, not {value}")
+    if samples_per_second <= 0:
+        raise ValueError(f"samples_per_second must be positive, not {samples_per_second}")
 
 
 def _chunk_bytes(reader: FileReader, bounds: np.ndarray) -> np.ndarray:
