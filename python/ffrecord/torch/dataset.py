@@ -45,7 +45,7 @@ from ffrecord import FileReader
 from ffrecord._remote import pinned
 from ffrecord.reader import reopen, split_batch
 
-from . import _transport, collate
+from . import _stats, _transport, collate
 from .sampler import prefetch_ahead
 
 
@@ -192,6 +192,7 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
             return self.process(indices, reader.read(indices))
         prefetch_ahead(self, indices, reader.prefetch)
         buffer, offsets = collate.read_batch(reader, indices)
+        _stats.publish()
         return self.process_batch(indices, buffer, offsets)
 
     def __getitems__(self, indices: list[int]) -> list:

@@ -39,7 +39,7 @@ from ffrecord.dataset import codecs
 from ffrecord.dataset.reader import DatasetReader, parse_mask
 from ffrecord.order import datapoint_seeds
 
-from . import _transport
+from . import _stats, _transport
 from .collate import Collated, default_collate
 from .sampler import prefetch_ahead
 
@@ -94,6 +94,7 @@ class StructuredDataset(torch.utils.data.Dataset):
         if self._columns is not None and _transport.columns_welcome(self):
             return self._read_columns(indices)
         datapoints = self.source.read(np.asarray(indices, np.int64), self.mask)
+        _stats.publish()
         if self.transform is None:
             return datapoints
         transform_batch = getattr(self.transform, "transform_batch", None)
@@ -120,6 +121,7 @@ class StructuredDataset(torch.utils.data.Dataset):
                 batch[name] = self._number_column(name, numbers[name], idx)
             else:
                 batch[name] = default_collate([d[name] for d in others])
+        _stats.publish()
         return batch
 
     def _prefetch_ahead(self, indices: Any) -> None:
