@@ -25,46 +25,9 @@ from ffrecord import _lib
 from ffrecord.errors import UncachedRemoteWarning
 from ffrecord.reader import FileReader
 
-__all__ = ["LoaderStats", "file_readers", "publish", "warn_if_uncached"]
+from . import dataset as _dataset  # (imports this module: its names are looked up when used)
 
-
-def file_readers(dataset: Any) -> list[FileReader]:
-    """The ``FileReader`` objects behind ``dataset`` in this process, each once: a reader
-    itself, what a structured dataset's readers list (``file_readers()``), and what
-    ffrecord's torch datasets hold (a ``Dataset``'s reader, a ``StructuredDataset``'s
-    source, the members of a ``ConcatDataset`` or ``Subset``).
-
-    >>> file_readers([1, 2, 3])
-    []
-    """
-    found: dict[int, FileReader] = {}
-    _collect(dataset, found, set())
-    return list(found.values())
-
-
-def _collect(obj: Any, found: dict[int, FileReader], seen: set[int]) -> None:
-    if isinstance(obj, FileReader):
-        found.setdefault(id(obj), obj)
-        return
-    if id(obj) in seen:
-        return
-    seen.add(id(obj))
-    listed = getattr(obj, "file_readers", None)
-    if callable(listed):
-        for reader in listed():
-            found.setdefault(id(reader), reader)
-        return
-    if not isinstance(obj, torch.utils.data.Dataset):
-        return
-    for value in vars(obj).values():
-        # a list of datasets (ConcatDataset) is walked; a list of indices (Subset) is not
-        many = isinstance(value, (list, tuple)) and value and _may_read(value[0])
-        for member in value if many else [value]:
-            _collect(member, found, seen)
-
-
-def _may_read(obj: Any) -> bool:
-    return isinstance(obj, (FileReader, torch.utils.data.Dataset)) or callable(getattr(obj, "file_readers", None))
+__all__ = ["LoaderStats", "publish", "warn_if_uncached"]
 
 
 class _Publisher:
@@ -78,7 +41,7 @@ class _Publisher:
         info = torch.utils.data.get_worker_info()
         if info is None:
             return
-        for reader in file_readers(info.dataset):
+        for reader in _dataset.readers_of(info.dataset):
             if reader.closed:
                 continue
             now = [int(reader.stats()[name]) for name in _lib.STAT_NAMES]
@@ -147,7 +110,7 @@ def warn_if_uncached(dataset: Any, world_size: int) -> None:
     global _warned
     if _warned:
         return
-    readers = [r for r in file_readers(dataset) if not r.closed and any(
+    readers = [r for r in _dataset.readers_of(dataset) if not r.closed and any(
         r.file_info(k).read_from == "remote" for k in range(len(r.fnames)))]
     if not readers:
         return

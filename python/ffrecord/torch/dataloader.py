@@ -21,7 +21,7 @@ from torch._utils import ExceptionWrapper
 
 from . import _transport
 from .collate import default_collate
-from .dataset import Dataset
+from .dataset import Dataset, readers_of
 from ffrecord.order import FullShuffle, Order, RankShare
 
 from . import _resume, _stats
@@ -455,7 +455,7 @@ class DataLoader(torch.utils.data.DataLoader):
         >>> DataLoader(list(range(4)), batch_size=2).stats()["bytes_fetched"]
         0
         """
-        return self._stats.total(_stats.file_readers(self.dataset))
+        return self._stats.total(readers_of(self.dataset))
 
     def _segment(self, base: int) -> RankShare:
         """Rank 0's share of the epoch's segment from canonical position ``base``."""
