@@ -3,8 +3,8 @@
 Put in front of moto's S3 server (``endpoint_url`` = the proxy's URL), it counts the GETs
 and the body bytes of their answers per path, as a bill for egress and requests would:
 the tests of what a DataLoader downloads per epoch from ``s3://`` read these counts. moto
-does not check signatures, so requests signed for the proxy's address are answered. It
-imports nothing but the standard library.
+does not check signatures, so requests signed for the proxy's address are answered. Like
+``range_server``, it imports nothing but the standard library.
 
 >>> from range_server import RangeServer
 >>> with RangeServer({"/a.bin": b"0123456789"}) as srv, CountingProxy(srv.url) as proxy:
@@ -20,13 +20,15 @@ import http.client
 import socket
 import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from range_server import LoopbackServer
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 
 
-class CountingProxy:
+class CountingProxy(LoopbackServer):
     """Forwards every request to ``upstream`` (``http://host:port``); ``gets`` counts the
     GETs of each path (query left out) and ``bytes_sent`` the body bytes answered to them."""
 
@@ -36,15 +38,7 @@ class CountingProxy:
         self.gets: collections.Counter[str] = collections.Counter()
         self.bytes_sent = 0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        kwargs={"poll_interval": 0.05})
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        super().__init__(_handler_for(self))
 
     def counted(self, suffix: str = "") -> tuple[int, int]:
         """``(GETs, bytes)`` so far; the GETs of paths ending with ``suffix``."""
@@ -55,15 +49,6 @@ class CountingProxy:
         with self._lock:
             self.gets[path] += 1
             self.bytes_sent += nbytes
-
-    def __enter__(self) -> CountingProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
 
     def __repr__(self) -> str:
         return f"CountingProxy({self.url} -> {self.upstream[0]}:{self.upstream[1]})"
