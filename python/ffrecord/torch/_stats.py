@@ -88,7 +88,9 @@ class LoaderStats:
     """
 
     def __init__(self, workers: int) -> None:
-        self.table = torch.zeros((workers, len(_lib.STAT_NAMES)), dtype=torch.int64).share_memory_()
+        # in shared memory only for workers to write in (a descriptor per loader)
+        table = torch.zeros((workers, len(_lib.STAT_NAMES)), dtype=torch.int64)
+        self.table = table.share_memory_() if workers else table
 
     def worker_init_fn(self, worker_init_fn: Callable[[int], Any] | None) -> _WorkerStats:
         """``worker_init_fn`` wrapped to give each worker its row."""
