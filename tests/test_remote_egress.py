@@ -126,6 +126,37 @@ def test_loader_stats_add_up_to_what_the_server_sent(served, kind):
         assert 1 <= stats["fetched_per_delivered"] <= BOUND
 
 
+@pytest.mark.parametrize("keys", [(), ("label",)])
+def test_a_held_field_is_read_once_per_process_and_epoch(served, keys):
+    # Labels are held in memory remotely (small), or named by cache_keys: a worker's batches,
+    # read column by column into shared memory, take them from there.
+    base, options, _ = served
+    srv_gets = _gets_of(base, "/structured/label.ffr")
+    before = srv_gets()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UncachedRemoteWarning)
+        loader = DataLoader(StructuredDataset(DatasetReader(base + "/structured/", cache_keys=keys)),
+                            batch_size=BATCH, num_workers=2, shuffle=True, seed=0)
+    labels = []
+    for batch in loader:
+        labels += batch["label"].tolist()
+    assert sorted(labels) == list(range(N))
+    # the main process's open; each worker's open and whole read (a batch each, else)
+    assert srv_gets() - before <= 1 + 2 * 2
+
+
+def _gets_of(base: str, path: str):
+    import json
+    import urllib.request
+
+    from range_server import STATS_PATH
+
+    def gets() -> int:
+        with urllib.request.urlopen(base + STATS_PATH) as answer:
+            return json.loads(answer.read())["gets"].get(path, 0)
+    return gets
+
+
 def _spec(base: str) -> bytes:
     import urllib.request
 
@@ -208,3 +239,18 @@ def test_no_warning_with_a_cache_or_local_files(served, fresh_warning, tmp_path,
         DataLoader(Dataset(str(local)), batch_size=BATCH)
         DataLoader(StructuredDataset(DatasetReader(base + "/structured/", cache_dir=tmp_path / "c")), batch_size=BATCH)
     assert _stats._warned is False
+
+
+def test_held_fields_of_any_size_reach_the_batches_whole(tmp_path):
+    # cache_keys may name a field of values of many sizes: a worker's columns copy them out.
+    path = tmp_path / "held"
+    with DatasetWriter(path, {"text": "bytes", "n": "int"}) as w:
+        for i in range(300):
+            w.append({"text": b"t" * (i % 7) + str(i).encode(), "n": i})
+    loader = DataLoader(StructuredDataset(DatasetReader(path, cache_keys=("text", "n"))),
+                        batch_size=16, num_workers=2, shuffle=True, seed=1)
+    got = {}
+    for batch in loader:
+        for text, n in zip(batch["text"], batch["n"].tolist()):
+            got[n] = bytes(text)
+    assert got == {i: b"t" * (i % 7) + str(i).encode() for i in range(300)}

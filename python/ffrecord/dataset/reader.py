@@ -475,6 +475,24 @@ class DatasetReader(Readable):
         buf, offsets = self._readers[field.name].read_batch(idx.view(np.uint64))
         return buf, offsets[:-1], offsets[1:]
 
+    def _field_batch(self, name: str, idx: np.ndarray, out: Any) -> tuple[np.ndarray, np.ndarray, int]:
+        """Field ``name``'s values at ``idx`` in one buffer (``out`` as ``FileReader._read``
+        takes it): ``(buffer, sizes, their one size or -1)``. A field held in memory is
+        copied from there: reading it again would cost a request per batch, remote."""
+        if name not in self._held:
+            return self._readers[name]._read(idx.view(np.uint64), out)
+        buf, offsets = self._cached(name)
+        starts, ends = offsets[idx], offsets[idx + 1]
+        sizes = (ends - starts).astype(np.uint64)
+        common = int(sizes[0]) if len(sizes) and (sizes == sizes[0]).all() else -1
+        total = int(sizes.sum())
+        dst = out(total) if callable(out) else np.empty(total, np.uint8)
+        if common >= 0:
+            dst[:] = _gather(buf, starts.astype(np.int64), common)
+        elif total:
+            np.concatenate([buf[s:e] for s, e in zip(starts.tolist(), ends.tolist())], out=dst)
+        return dst, sizes, common
+
     def _cached(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         cached = self._cache.get(name)
         if cached is None:

@@ -155,8 +155,9 @@ class StructuredDataset(torch.utils.data.Dataset):
 
     def _read_into_slot(self, name: str, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """Field ``name``'s values at ``idx`` read by one call into the batch's slot:
-        ``(buffer, sizes, their one size or -1)``, as the field's reader reads a batch."""
-        return self.source.field_reader(name)._read(idx.view(np.uint64), _transport.slot_bytes)
+        ``(buffer, sizes, their one size or -1)``, as the field's reader reads a batch (a field
+        the source holds in memory is copied from there)."""
+        return self.source._field_batch(name, idx, _transport.slot_bytes)
 
     def _number_column(self, name: str, dtype: np.dtype, idx: np.ndarray) -> torch.Tensor:
         """The tensor ``default_collate`` makes of an ``int`` or ``float`` field's values
