@@ -73,12 +73,18 @@ extern "C" {
 #define FFR_INFO_DATA_BYTES   4 /* bytes of sample data as stored (compressed, the record)   */
 #define FFR_INFO_FILE_BYTES   5 /* bytes of the file                                         */
 #define FFR_INFO_METADATA     6 /* FFR_METADATA_*: what the metadata checksum says           */
-#define FFR_INFO_FIELDS       7 /* how many fields this version fills                        */
+#define FFR_INFO_READ_FROM    7 /* FFR_READ_*: where its sample data is read from            */
+#define FFR_INFO_FIELDS       8 /* how many fields this version fills                        */
 
 /* Values of FFR_INFO_METADATA. */
 #define FFR_METADATA_INTACT  0 /* the metadata checksum (and extension record's) match      */
 #define FFR_METADATA_LEGACY  1 /* stored checksum 0 (an old writer): the header is unchecked */
 #define FFR_METADATA_DAMAGED 2 /* a checksum does not match: ffr_reader_verify says why     */
+
+/* Values of FFR_INFO_READ_FROM. */
+#define FFR_READ_LOCAL  0 /* a local file                                                 */
+#define FFR_READ_REMOTE 1 /* an object, by range requests in every process and epoch      */
+#define FFR_READ_CACHED 2 /* an object, through the node's chunk cache (cache_dir)        */
 
 /* ---- library ------------------------------------------------------------------------ */
 
@@ -249,7 +255,9 @@ int32_t ffr_first_request_bytes(uint64_t chunk_size, int32_t read_ahead, uint64_
 /* Counters of the reader since it was opened, into stats[0 .. min(n, FFR_STAT_FIELDS)),
  * indexed by FFR_STAT_*: requests sent to object storage (retries included), body bytes
  * received, retries, chunk-cache hits, misses, evictions made, chunks read uncached for
- * want of room, and chunks downloaded ahead (ffr_reader_prefetch). */
+ * want of room, chunks downloaded ahead (ffr_reader_prefetch), and the stored bytes of the
+ * remote files' samples read (FFR_STAT_BYTES / FFR_STAT_DELIVERED: what reading over the
+ * network costs, above 1 when bytes fetched are not read, below when a cache serves). */
 #define FFR_STAT_REQUESTS   0
 #define FFR_STAT_BYTES      1
 #define FFR_STAT_RETRIES    2
@@ -258,7 +266,8 @@ int32_t ffr_first_request_bytes(uint64_t chunk_size, int32_t read_ahead, uint64_
 #define FFR_STAT_EVICTIONS  5
 #define FFR_STAT_BYPASSED   6
 #define FFR_STAT_PREFETCHED 7
-#define FFR_STAT_FIELDS     8
+#define FFR_STAT_DELIVERED  8
+#define FFR_STAT_FIELDS     9
 int32_t ffr_reader_stats(int64_t handle, int64_t *stats, uint64_t n);
 
 /* Warnings raised at open (e.g. a legacy file whose metadata checksum is 0), one per line,

@@ -19,6 +19,19 @@ const (
 	MetadataDamaged
 )
 
+// ReadFrom is where a file's sample data is read from.
+type ReadFrom int
+
+const (
+	// ReadLocal: a local file.
+	ReadLocal ReadFrom = iota
+	// ReadRemote: an object read with range requests, sample by sample, in every process
+	// and every epoch (no chunk cache).
+	ReadRemote
+	// ReadCached: an object read through the node's chunk cache.
+	ReadCached
+)
+
 // FileInfo describes one file of a dataset as it is stored.
 type FileInfo struct {
 	Path        string
@@ -29,6 +42,7 @@ type FileInfo struct {
 	DataBytes   uint64 // sample data as stored (compressed, the extension record included)
 	FileBytes   uint64
 	Metadata    MetadataState
+	ReadFrom    ReadFrom
 }
 
 // FileInfo describes file k of the dataset (0 <= k < len(Files())). Its metadata is
@@ -45,7 +59,7 @@ func (r *Reader) FileInfo(k int) (FileInfo, error) {
 	info := FileInfo{
 		Path: f.path, Samples: f.samples(), Stored: f.stored, Compression: CompressNone,
 		HeaderBytes: f.header, DataBytes: f.size - f.header, FileBytes: f.size,
-		Metadata: r.metadata(k).state,
+		Metadata: r.metadata(k).state, ReadFrom: f.readFrom(),
 	}
 	if f.ext != nil {
 		info.Compression = f.ext.compression()

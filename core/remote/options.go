@@ -21,10 +21,11 @@ const (
 	DefaultRetries     = 5
 	DefaultCoalesceGap = 1 << 20
 	DefaultChunkSize   = 16 << 20
-	// DefaultMergeGap: reading 64 KiB through takes well under a millisecond at object
-	// storage's speeds, a request's round trip tens of milliseconds; so small neighbouring
-	// values (a structured dataset's labels) cost one request, not one each.
-	DefaultMergeGap = 64 << 10
+	// DefaultMergeGap: object storage bills a GET about what it bills 4 KiB of egress, so
+	// reading a gap that small through costs no more than the request it saves: small
+	// neighbouring values (a structured dataset's labels) cost one request, not one each,
+	// and samples of more than 4 KiB are never read with their neighbours' bytes.
+	DefaultMergeGap = 4 << 10
 	// MaxConcurrency and MaxRetries bound those options: past any file descriptor limit,
 	// and past weeks of retrying at the backoff's cap, a larger value is a mistake.
 	MaxConcurrency = 1 << 16

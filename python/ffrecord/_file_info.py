@@ -11,12 +11,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import _counters as counters
 from . import _lib
 from .errors import E_SHORTBUF
 
 _METADATA = {_lib.METADATA_INTACT: "intact", _lib.METADATA_LEGACY: "legacy",
              _lib.METADATA_DAMAGED: "damaged"}
 _COMPRESSION_NAMES = {_lib.COMPRESS_NONE: "none", _lib.COMPRESS_LZ4: "lz4", _lib.COMPRESS_ZSTD: "zstd"}
+_READ_FROM = {_lib.READ_LOCAL: "local", _lib.READ_REMOTE: "remote", _lib.READ_CACHED: "cached"}
 
 
 class FileInfo(NamedTuple):
@@ -30,6 +32,9 @@ class FileInfo(NamedTuple):
     data_bytes: int  #: sample data as stored (compressed, the extension record included)
     file_bytes: int
     metadata: str  #: ``"intact"``, ``"legacy"`` (checksum 0, old writer) or ``"damaged"``
+    #: ``"local"``, ``"remote"`` (range requests in every process and epoch) or ``"cached"``
+    #: (remote, through the node's chunk cache: ``cache_dir``)
+    read_from: str = "local"
 
 
 class FileDescription:
@@ -61,19 +66,22 @@ class FileDescription:
         _lib.check(status)
         return bounds[:needed.value].astype(np.int64)
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, int | float]:
         """Counters since open: ``requests`` sent to object storage (retries included),
-        ``bytes_fetched``, ``retries``, chunk-cache ``cache_hits``, ``cache_misses``,
-        ``evictions``, ``bypassed`` (chunks read uncached for want of room) and
-        ``prefetched`` (chunks downloaded ahead). All 0 for local files.
+        ``bytes_fetched`` (what the store sent), ``retries``, chunk-cache ``cache_hits``,
+        ``cache_misses``, ``evictions``, ``bypassed`` (chunks read uncached for want of
+        room), ``prefetched`` (chunks downloaded ahead), ``bytes_delivered`` (the stored
+        bytes of the samples read), and ``fetched_per_delivered``, the ratio of the two
+        byte counts: what reading costs in traffic (about 1 without a cache, or in a cold
+        epoch; near 0 when the cache serves). All 0 for local files.
 
-        >>> r.stats()["requests"]                        # doctest: +SKIP
-        21
+        >>> r.stats()["fetched_per_delivered"]           # doctest: +SKIP
+        1.02
         """
         dll, handle = self._live()
         values = np.zeros(_lib.STAT_FIELDS, dtype=np.int64)
         _lib.check(dll.ffr_reader_stats(handle, values.ctypes.data, len(values)))
-        return dict(zip(_lib.STAT_NAMES, (int(v) for v in values)))
+        return counters.with_ratio(dict(zip(_lib.STAT_NAMES, (int(v) for v in values))))
 
     def get_offsets(self, file_index: int) -> np.ndarray:
         """Where each stored sample of file ``file_index`` begins, then the file size (int64,
@@ -126,4 +134,5 @@ class FileDescription:
             stored_samples=f[_lib.INFO_STORED],
             compression=_COMPRESSION_NAMES.get(f[_lib.INFO_COMPRESSION], "unknown"),
             header_bytes=f[_lib.INFO_HEADER_BYTES], data_bytes=f[_lib.INFO_DATA_BYTES],
-            file_bytes=f[_lib.INFO_FILE_BYTES], metadata=_METADATA[f[_lib.INFO_METADATA]])
+            file_bytes=f[_lib.INFO_FILE_BYTES], metadata=_METADATA[f[_lib.INFO_METADATA]],
+            read_from=_READ_FROM[f[_lib.INFO_READ_FROM]])

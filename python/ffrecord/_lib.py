@@ -50,18 +50,22 @@ INFO_HEADER_BYTES = 3
 INFO_DATA_BYTES = 4
 INFO_FILE_BYTES = 5
 INFO_METADATA = 6
-INFO_FIELDS = 7
+INFO_READ_FROM = 7
+INFO_FIELDS = 8
 METADATA_INTACT = 0
 METADATA_LEGACY = 1
 METADATA_DAMAGED = 2
+READ_LOCAL = 0
+READ_REMOTE = 1
+READ_CACHED = 2
 PATH_LOCAL = 0
 PATH_S3 = 1
 PATH_HTTP = 2
 #: ffr_reader_stats's counters, in order (FFR_STAT_*).
 STAT_NAMES = ("requests", "bytes_fetched", "retries", "cache_hits", "cache_misses",
-              "evictions", "bypassed", "prefetched")
+              "evictions", "bypassed", "prefetched", "bytes_delivered")
 (STAT_REQUESTS, STAT_BYTES, STAT_RETRIES, STAT_HITS, STAT_MISSES, STAT_EVICTIONS,
- STAT_BYPASSED, STAT_PREFETCHED) = range(len(STAT_NAMES))
+ STAT_BYPASSED, STAT_PREFETCHED, STAT_DELIVERED) = range(len(STAT_NAMES))
 STAT_FIELDS = len(STAT_NAMES)
 
 COMPRESSION = {None: COMPRESS_NONE, "none": COMPRESS_NONE, "lz4": COMPRESS_LZ4,

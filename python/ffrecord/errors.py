@@ -48,6 +48,12 @@ class FFRecordWarning(UserWarning):
     """A file is readable but not as it should be (e.g. a legacy zero metadata checksum)."""
 
 
+class UncachedRemoteWarning(UserWarning):
+    """A DataLoader reads remote files without a chunk cache (``cache_dir``): every epoch
+    downloads its share of the dataset again, in every process. Issued once per process;
+    silence it with ``warnings.filterwarnings("ignore", category=UncachedRemoteWarning)``."""
+
+
 _EXCEPTIONS: dict[int, type[Exception]] = {
     E_INVALID: ValueError,
     E_INDEX: IndexError,

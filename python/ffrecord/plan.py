@@ -44,7 +44,7 @@ from .reader import FileReader
 
 #: Requests per second S3 serves per key prefix (GET and HEAD) before answering 503 SlowDown.
 S3_REQUESTS_PER_PREFIX = 5500
-_TRAILER = 12  # bytes a cached chunk file adds (core/source/store.go)
+_TRAILER = 44  # bytes a cached chunk file adds: its seal (sealSize, core/source/cachefile.go)
 
 
 @dataclass(frozen=True)
@@ -138,27 +138,50 @@ def plan(paths: Any, *, nodes: int = 1, gpus_per_node: int = 1, batch_size: int 
     find cached. Counts and sizes (``nodes``, ``gpus_per_node``, ``batch_size``,
     ``chunk_size``, ``window``, ``cache_limit``) are integers from 1 to 2**63 - 1 and
     ``samples_per_second`` a finite number above 0: anything else (``nan``, ``inf``,
-    ``2.5`` nodes, ``True``) raises ``PlanError`` naming the argument."""
+    ``2.5`` nodes, ``True``) raises ``PlanError`` naming the argument, before any request."""
+    settings = _settings(nodes=nodes, gpus_per_node=gpus_per_node, batch_size=batch_size,
+                         samples_per_second=samples_per_second, shuffle=shuffle, chunk_size=chunk_size,
+                         window=window, cached=cached, cache_limit=cache_limit)
+    with FileReader(paths, check_data=False, storage_options=storage_options) as reader:
+        return _plan_open(reader, settings)
+
+
+def plan_reader(reader: FileReader, *, nodes: int = 1, gpus_per_node: int = 1, batch_size: int = 64,
+                samples_per_second: float = 10_000, shuffle: str = "chunk", chunk_size: int = 16 << 20,
+                window: int = 8, cached: bool = True, cache_limit: int | None = None) -> Plan:
+    """``plan`` of the files an open ``reader`` reads (their headers are all it needs): a
+    DataLoader's warning about reading without a cache quotes its figures."""
+    return _plan_open(reader, _settings(nodes=nodes, gpus_per_node=gpus_per_node, batch_size=batch_size,
+                                        samples_per_second=samples_per_second, shuffle=shuffle,
+                                        chunk_size=chunk_size, window=window, cached=cached,
+                                        cache_limit=cache_limit))
+
+
+def _settings(*, nodes: Any, gpus_per_node: Any, batch_size: Any, samples_per_second: Any, shuffle: Any,
+              chunk_size: Any, window: Any, cached: Any, cache_limit: Any) -> dict[str, Any]:
+    """A plan's arguments checked (``PlanError`` naming the first bad one) and typed."""
     if shuffle not in ("chunk", "full"):
         raise PlanError(f"shuffle must be 'chunk' or 'full', not {shuffle!r}")
     if not isinstance(cached, (bool, np.bool_)):
         raise PlanError(f"cached must be True or False, not {cached!r}")
-    nodes, gpus_per_node, batch_size, chunk_size, window = (
-        _count(name, value) for name, value in (("nodes", nodes), ("gpus_per_node", gpus_per_node),
-                                                ("batch_size", batch_size), ("chunk_size", chunk_size),
-                                                ("window", window)))
-    cache_limit = None if cache_limit is None else _count("cache_limit", cache_limit)
-    samples_per_second = _rate("samples_per_second", samples_per_second)
-    with FileReader(paths, check_data=False, storage_options=storage_options) as reader:
-        bounds = reader.chunk_bounds(chunk_size)
-        data_bytes = sum(reader.file_info(k).data_bytes for k in range(len(reader.fnames)))
-        sizes = _chunk_bytes(reader, bounds)
-        seeded, opening = _with_headers(reader, bounds, sizes, chunk_size)
-    return _model(bounds=bounds, chunk_bytes=sizes, seeded=seeded, opening_bytes=opening,
-                  chunk_size=chunk_size, data_bytes=data_bytes, nodes=nodes, ranks=nodes * gpus_per_node,
-                  batch_size=batch_size, samples_per_second=samples_per_second,
-                  shuffle=shuffle, window=window, cache_limit=cache_limit, cached=bool(cached))
+    counts = {name: _count(name, value) for name, value in (
+        ("nodes", nodes), ("gpus_per_node", gpus_per_node), ("batch_size", batch_size),
+        ("chunk_size", chunk_size), ("window", window))}
+    return dict(counts, samples_per_second=_rate("samples_per_second", samples_per_second), shuffle=shuffle,
+                cached=bool(cached), cache_limit=None if cache_limit is None else _count("cache_limit", cache_limit))
 
+
+def _plan_open(reader: FileReader, settings: dict[str, Any]) -> Plan:
+    """The plan of an epoch over the files ``reader`` has open, with checked ``settings``."""
+    chunk_size = settings["chunk_size"]
+    bounds = reader.chunk_bounds(chunk_size)
+    data_bytes = sum(reader.file_info(k).data_bytes for k in range(len(reader.fnames)))
+    sizes = _chunk_bytes(reader, bounds)
+    seeded, opening = _with_headers(reader, bounds, sizes, chunk_size)
+    model = dict(settings)
+    model["ranks"] = model["nodes"] * model.pop("gpus_per_node")
+    return _model(bounds=bounds, chunk_bytes=sizes, seeded=seeded, opening_bytes=opening, data_bytes=data_bytes,
+                  **model)
 
 
 def _chunk_bytes(reader: FileReader, bounds: np.ndarray) -> np.ndarray:

@@ -475,6 +475,7 @@ func ReaderFileInfo(handle int64, i uint64, info unsafe.Pointer, ninfo uint64) (
 		InfoDataBytes:   fi.DataBytes,
 		InfoFileBytes:   fi.FileBytes,
 		InfoMetadata:    uint64(fi.Metadata),
+		InfoReadFrom:    uint64(fi.ReadFrom),
 	}
 	copy(dst, fields[:])
 	return StatusOK

@@ -485,10 +485,10 @@ func TestReaderFileInfo(t *testing.T) {
 		return uint64(st.Size())
 	}
 	for i, want := range [][InfoFields]uint64{
-		{25, 25, uint64(CompressNone), 12 + 12*25, size(golden("basic.ffr")) - 312, size(golden("basic.ffr")), MetadataIntact},
-		{2, 3, uint64(CompressLZ4), 12 + 12*3, size(lz4) - 48, size(lz4), MetadataIntact},
+		{25, 25, uint64(CompressNone), 12 + 12*25, size(golden("basic.ffr")) - 312, size(golden("basic.ffr")), MetadataIntact, ReadLocal},
+		{2, 3, uint64(CompressLZ4), 12 + 12*3, size(lz4) - 48, size(lz4), MetadataIntact, ReadLocal},
 		{25, 25, uint64(CompressNone), 312, size(golden("legacy_zero_checksum.ffr")) - 312,
-			size(golden("legacy_zero_checksum.ffr")), MetadataLegacy},
+			size(golden("legacy_zero_checksum.ffr")), MetadataLegacy, ReadLocal},
 	} {
 		got := make([]uint64, InfoFields+1)
 		got[InfoFields] = 99

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import _counters as counters
 from .. import _remote
 from .._indices import index_array, one_index
 from ..reader import FileReader
@@ -110,6 +111,21 @@ class Readable:
 
     def close(self) -> None:
         """Closes the files (a no-op for datasets that own none)."""
+
+    def file_readers(self) -> list[FileReader]:
+        """The readers of the files behind the dataset, as opened in this process (none for
+        datasets that own none)."""
+        return []
+
+    def stats(self) -> dict[str, int | float]:
+        """The I/O counters of the dataset's file readers added up (see
+        ``FileReader.stats``): requests, ``bytes_fetched`` against ``bytes_delivered``, and
+        their ratio ``fetched_per_delivered``.
+
+        >>> reader.stats()["fetched_per_delivered"]     # doctest: +SKIP
+        1.01
+        """
+        return counters.summed(r.stats() for r in self.file_readers())
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, _MANY):  # slices, index lists, a field name: see dataset.views
@@ -459,6 +475,24 @@ class DatasetReader(Readable):
         buf, offsets = self._readers[field.name].read_batch(idx.view(np.uint64))
         return buf, offsets[:-1], offsets[1:]
 
+    def _field_batch(self, name: str, idx: np.ndarray, out: Any) -> tuple[np.ndarray, np.ndarray, int]:
+        """Field ``name``'s values at ``idx`` in one buffer (``out`` as ``FileReader._read``
+        takes it): ``(buffer, sizes, their one size or -1)``. A field held in memory is
+        copied from there: reading it again would cost a request per batch, remote."""
+        if name not in self._held:
+            return self._readers[name]._read(idx.view(np.uint64), out)
+        buf, offsets = self._cached(name)
+        starts, ends = offsets[idx], offsets[idx + 1]
+        sizes = (ends - starts).astype(np.uint64)
+        common = int(sizes[0]) if len(sizes) and (sizes == sizes[0]).all() else -1
+        total = int(sizes.sum())
+        dst = out(total) if callable(out) else np.empty(total, np.uint8)
+        if common >= 0:
+            dst[:] = _gather(buf, starts.astype(np.int64), common)
+        elif total:
+            np.concatenate([buf[s:e] for s, e in zip(starts.tolist(), ends.tolist())], out=dst)
+        return dst, sizes, common
+
     def _cached(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         cached = self._cache.get(name)
         if cached is None:
@@ -654,10 +688,11 @@ class DatasetReader(Readable):
     # -- lifetime ---------------------------------------------------------------------
 
     def close(self) -> None:
-        for reader in self._readers.values():
+        for reader in self.file_readers():
             reader.close()
-        if self._joint is not None:
-            self._joint.close()
+
+    def file_readers(self) -> list[FileReader]:
+        return list(self._readers.values()) + ([self._joint] if self._joint is not None else [])
 
     @property
     def versions(self) -> dict[str, Any]:
@@ -754,6 +789,10 @@ class Routed(Readable):
     def close(self) -> None:
         for member in self.members:
             member.close()
+
+    def file_readers(self) -> list[FileReader]:
+        # a mixture's members may be plain sequences, which read no files
+        return [r for member in self.members for r in getattr(member, "file_readers", list)()]
 
 
 class ShardedDatasetReader(Routed):

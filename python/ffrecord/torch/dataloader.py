@@ -21,10 +21,10 @@ from torch._utils import ExceptionWrapper
 
 from . import _threads, _transport
 from .collate import default_collate
-from .dataset import Dataset
+from .dataset import Dataset, readers_of
 from ffrecord.order import FullShuffle, Order, RankShare
 
-from . import _resume
+from . import _resume, _stats
 from ._state import dataset_fingerprint, encode_generator_state, member_files
 from .sampler import EpochBatchSampler, SkipableSampler, SkippingBatchSampler, WorkerTasks
 from .structured import StructuredDataset
@@ -230,6 +230,9 @@ class DataLoader(torch.utils.data.DataLoader):
             multiprocessing_context = direct_queues(multiprocessing_context)
             collate_fn = _transport.WorkerCollate(collate_fn or torch.utils.data.default_convert,
                                                   exact_types=users_collate)
+        self._stats = _stats.LoaderStats(num_workers)
+        if num_workers > 0:
+            worker_init_fn = self._stats.worker_init_fn(worker_init_fn)
         super().__init__(
             dataset,
             batch_size,
@@ -246,6 +249,7 @@ class DataLoader(torch.utils.data.DataLoader):
             generator,
             **torch_kwargs,
         )
+        _stats.warn_if_uncached(dataset, _resolve_ranks(rank, world_size)[1])
         self.skippable = skippable
         self._next_epoch = 0
         self._pending_start = 0
@@ -463,6 +467,18 @@ class DataLoader(torch.utils.data.DataLoader):
         if "mixture" in self._fingerprint and position is not None and not planner.shuffle:
             state["mixture_consumed"] = mixture.consumed(position)
         return state
+
+    def stats(self) -> dict[str, int | float]:
+        """The I/O counters of the loader's readers (``FileReader.stats``) summed over its
+        processes: the main process's and every worker's, those of finished epochs included.
+        ``bytes_fetched`` against ``bytes_delivered`` (and ``fetched_per_delivered``) is
+        what the epochs cost in traffic for the data they read; a worker adds its counts
+        after each batch it reads.
+
+        >>> DataLoader(list(range(4)), batch_size=2).stats()["bytes_fetched"]
+        0
+        """
+        return self._stats.total(readers_of(self.dataset))
 
     def _segment(self, base: int) -> RankShare:
         """Rank 0's share of the epoch's segment from canonical position ``base``."""

@@ -39,7 +39,7 @@ from ffrecord.dataset import codecs
 from ffrecord.dataset.reader import DatasetReader, parse_mask
 from ffrecord.order import datapoint_seeds
 
-from . import _transport
+from . import _stats, _transport
 from .collate import Collated, default_collate
 from .sampler import prefetch_ahead
 
@@ -94,6 +94,7 @@ class StructuredDataset(torch.utils.data.Dataset):
         if self._columns is not None and _transport.columns_welcome(self):
             return self._read_columns(indices)
         datapoints = self.source.read(np.asarray(indices, np.int64), self.mask)
+        _stats.publish()
         if self.transform is None:
             return datapoints
         transform_batch = getattr(self.transform, "transform_batch", None)
@@ -120,6 +121,7 @@ class StructuredDataset(torch.utils.data.Dataset):
                 batch[name] = self._number_column(name, numbers[name], idx)
             else:
                 batch[name] = default_collate([d[name] for d in others])
+        _stats.publish()
         return batch
 
     def _prefetch_ahead(self, indices: Any) -> None:
@@ -153,8 +155,9 @@ class StructuredDataset(torch.utils.data.Dataset):
 
     def _read_into_slot(self, name: str, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """Field ``name``'s values at ``idx`` read by one call into the batch's slot:
-        ``(buffer, sizes, their one size or -1)``, as the field's reader reads a batch."""
-        return self.source.field_reader(name)._read(idx.view(np.uint64), _transport.slot_bytes)
+        ``(buffer, sizes, their one size or -1)``, as the field's reader reads a batch (a field
+        the source holds in memory is copied from there)."""
+        return self.source._field_batch(name, idx, _transport.slot_bytes)
 
     def _number_column(self, name: str, dtype: np.dtype, idx: np.ndarray) -> torch.Tensor:
         """The tensor ``default_collate`` makes of an ``int`` or ``float`` field's values
