@@ -237,7 +237,7 @@ class DatasetReader(Readable):
         self._joint: FileReader | None = None  # every field's file, for one call per batch
         early = self._open_remembered_fields()
         try:
-            self._fields, self._length, self._metadata = read_spec_and_metadata(self.directory)
+            self._fields, self._length, self._metadata = _read_spec(self.directory)
             self._decoders = codecs.resolve(self._fields, decoders, "decode")
             for key in self.cache_keys:
                 if key not in self._fields:
@@ -674,6 +674,21 @@ class DatasetReader(Readable):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, {self.spec}) n={self._length}"
+
+
+def _read_spec(directory: Any) -> tuple[dict[str, Field], int, dict[str, Any]]:
+    """``read_spec_and_metadata``, whose error for a directory without ``spec.json`` names
+    the reader to use when the directory holds a sharded dataset."""
+    try:
+        return read_spec_and_metadata(directory)
+    except IncompleteDatasetError:
+        from . import dataset_kind
+
+        if dataset_kind(directory, getattr(directory, "storage_options", None)) != "sharded":
+            raise
+    raise IncompleteDatasetError(
+        f"{directory}: a sharded dataset (shards 000000, 000001, ...), not one dataset: open it "
+        "with ffrecord.dataset.open_dataset or ShardedDatasetReader") from None
 
 
 def _reopen(cls: type, directory: str, decoders: Any, cache_keys: tuple, check_data: bool,
