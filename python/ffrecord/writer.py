@@ -25,7 +25,7 @@ import operator
 import os
 import threading
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -42,8 +42,25 @@ SAMPLE_CHARGE = BATCH_BYTES // 4096
 VECTOR_BYTES = 64 << 10
 
 
+def clean_up_after(error: BaseException, clean_up: Callable[[], object]) -> None:
+    """Runs ``clean_up`` while ``error`` propagates. A clean-up that fails too is added to
+    ``error`` as a note, never raised in its place: "no space left on device" stays the
+    error the caller sees, not a ``FileNotFoundError`` of the clean-up after it.
+
+    >>> error = OSError(28, "no space left on device")
+    >>> clean_up_after(error, lambda: os.rmdir("/nonexistent/dir"))
+    >>> error.__notes__[0].startswith("cleaning up after it failed too: FileNotFoundError")
+    True
+    """
+    try:
+        clean_up()
+    except Exception as failed:  # noqa: BLE001 - reported on the error that matters
+        error.add_note(f"cleaning up after it failed too: {type(failed).__name__}: {failed}")
+
+
 class ClosesOrAborts:
-    """As a context manager: ``close()`` on success, ``abort()`` when an exception leaves."""
+    """As a context manager: ``close()`` on success, ``abort()`` when an exception leaves
+    (a failure of the abort is noted on that exception, see ``clean_up_after``)."""
 
     def close(self) -> None:
         raise NotImplementedError
@@ -54,11 +71,11 @@ class ClosesOrAborts:
     def __enter__(self):
         return self
 
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, _: object) -> None:
+        if exc is None:
             self.close()
         else:
-            self.abort()
+            clean_up_after(exc, self.abort)
 
 
 class FileWriter(ClosesOrAborts):

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from .. import _remote
 from .._progress import ProgressBar
-from ..writer import ClosesOrAborts, FileWriter
+from ..writer import ClosesOrAborts, FileWriter, clean_up_after
 from . import codecs, sequence
 from .claim import Claim, RemoteClaim
 from .errors import CodecError, DatapointError
@@ -74,7 +74,7 @@ class DatasetWriter(ClosesOrAborts):
         self._placed: dict[str, os.stat_result] = {}  # field files this writer moved into place
         self._staging: str | None = None
         self._claim: Claim | RemoteClaim | None = None
-        self._created = self._finished = False
+        self._created = self._finished = self._discarded = False
         self._bar = ProgressBar(length, progress, "write", "datapoint")  # rate and ETA on stderr
         self.metadata = dict(metadata or {})  # stored in spec.json, read as reader.metadata
         json.dumps(self.metadata)  # not JSON-serialisable: fail before anything is written
@@ -105,8 +105,8 @@ class DatasetWriter(ClosesOrAborts):
             for name, field in self._fields.items():
                 self._writers[name] = FileWriter(self.directory / field.file, length,
                                                  compression=field.compression, durable=durable)
-        except BaseException:
-            self.abort()
+        except BaseException as exc:
+            clean_up_after(exc, self.abort)
             raise
 
     def _claim_directory(self) -> None:
@@ -152,8 +152,8 @@ class DatasetWriter(ClosesOrAborts):
         try:
             for name, sample in samples.items():
                 self._writers[name].write_one(sample)
-        except BaseException:
-            self.abort()
+        except BaseException as exc:
+            clean_up_after(exc, self.abort)
             raise
         self._size += sum(map(len, samples.values()))
         self._length += 1
@@ -212,8 +212,8 @@ class DatasetWriter(ClosesOrAborts):
             write_spec(self.directory, self._fields, self._length, self.metadata)
             if self.url is not None:
                 self._upload()
-        except BaseException:
-            self._discard()
+        except BaseException as exc:
+            clean_up_after(exc, self._discard)
             raise
         self._finished = True
         self._release()
@@ -241,17 +241,23 @@ class DatasetWriter(ClosesOrAborts):
 
     def _discard(self) -> None:
         """Removes what this writer made, and nothing else: its unfinished files, the field
-        files it moved into place (if they are still the ones it made), its claim."""
-        for name, writer in self._writers.items():
-            if name in self._placed:  # moved into place by a close that then failed
-                _remove_if_same(self.directory / self._fields[name].file, self._placed[name])
-            else:
-                writer.abort()
-        for name in self._attached:  # written by the caller while this writer held the claim
-            (self.directory / name).unlink(missing_ok=True)
-        if self._staging is None and self._claim is not None:
-            sync_directory(self.directory)
-        self._release()
+        files it moved into place (if they are still the ones it made), its claim. Once:
+        a later call (an ``abort()`` after a failure that discarded) does nothing."""
+        if self._discarded:
+            return
+        self._discarded = True
+        try:
+            for name, writer in self._writers.items():
+                if name in self._placed:  # moved into place by a close that then failed
+                    _remove_if_same(self.directory / self._fields[name].file, self._placed[name])
+                else:
+                    writer.abort()
+            for name in self._attached:  # written by the caller while this writer held the claim
+                (self.directory / name).unlink(missing_ok=True)
+            if self._staging is None and self._claim is not None:
+                sync_directory(self.directory)
+        finally:  # the claim is given up whatever failed above
+            self._release()
 
     def _release(self) -> None:
         """Gives up the claim, then removes the directory if this writer made it and it is
