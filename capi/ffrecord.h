@@ -308,6 +308,14 @@ int32_t ffr_reader_prefetch(int64_t handle, const uint64_t *indices, uint64_t n,
  * FFR_E_INDEX when i >= nfiles. */
 int32_t ffr_reader_file_info(int64_t handle, uint64_t i, uint64_t *info, uint64_t ninfo);
 
+/* The stamp of file i as the reader opened it, known without a read: *file_bytes its size,
+ * *header_checksum the CRC-32 its header stores of its sample tables (unchecked; 0 for an
+ * old writer's file). Another file with the same stamp holds the same tables, so the same
+ * samples as far as their CRC-32s tell: a copy of a reader in another process compares
+ * stamps to tell the file it reopened from a replaced one. FFR_E_INDEX when i >= nfiles. */
+int32_t ffr_reader_file_stamp(int64_t handle, uint64_t i, uint64_t *file_bytes,
+                              uint32_t *header_checksum);
+
 /* Copies the per-sample tables of file i as stored (the reference's get_offsets and
  * get_checksums): offsets[k] is where stored sample k begins and offsets[stored] is the file
  * size, so sample k spans offsets[k] to offsets[k+1]; checksums[k] is its stored CRC-32.

@@ -239,6 +239,11 @@ func ffr_reader_file_info(handle C.int64_t, i C.uint64_t, info *C.uint64_t, ninf
 	return C.int32_t(abi.ReaderFileInfo(int64(handle), uint64(i), unsafe.Pointer(info), uint64(ninfo)))
 }
 
+//export ffr_reader_file_stamp
+func ffr_reader_file_stamp(handle C.int64_t, i C.uint64_t, fileBytes *C.uint64_t, headerChecksum *C.uint32_t) C.int32_t {
+	return C.int32_t(abi.ReaderFileStamp(int64(handle), uint64(i), unsafe.Pointer(fileBytes), unsafe.Pointer(headerChecksum)))
+}
+
 //export ffr_reader_file_header
 func ffr_reader_file_header(handle C.int64_t, i C.uint64_t, offsets *C.uint64_t, checksums *C.uint32_t, n C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderFileHeader(int64(handle), uint64(i), unsafe.Pointer(offsets), unsafe.Pointer(checksums), uint64(n)))

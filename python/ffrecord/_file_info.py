@@ -32,6 +32,16 @@ class FileInfo(NamedTuple):
     metadata: str  #: ``"intact"``, ``"legacy"`` (checksum 0, old writer) or ``"damaged"``
 
 
+class FileStamp(NamedTuple):
+    """What one file of a dataset holds, as a reader opened it (``FileReader.file_stamp``):
+    its size and the CRC-32 its header stores of its sample tables (which hold every
+    sample's CRC-32; 0 in an old writer's file). A file replaced by other data has another
+    stamp; telling them apart costs no read."""
+
+    file_bytes: int
+    header_checksum: int
+
+
 class FileDescription:
     """``FileReader``'s account of its files (a mixin: it needs ``fnames`` and ``_live``)."""
 
@@ -108,6 +118,19 @@ class FileDescription:
         if not 0 <= k < len(self.fnames):
             raise IndexError(f"file {k} out of range for {len(self.fnames)} files")
         return k
+
+    def file_stamp(self, k: int = 0) -> FileStamp:
+        """The stamp of file ``k`` as this reader opened it (see ``FileStamp``), without a
+        read: the same file, or a copy of it, has the same stamp; a replaced one another.
+
+        >>> r.file_stamp()                              # doctest: +SKIP
+        FileStamp(file_bytes=4412, header_checksum=2781476043)
+        """
+        k = self._file_index(k)
+        size, checksum = ctypes.c_uint64(), ctypes.c_uint32()
+        dll, handle = self._live()
+        _lib.check(dll.ffr_reader_file_stamp(handle, k, ctypes.byref(size), ctypes.byref(checksum)))
+        return FileStamp(size.value, checksum.value)
 
     def file_info(self, k: int = 0) -> FileInfo:
         """How file ``k`` of the dataset is stored (sample counts, sizes, compression and

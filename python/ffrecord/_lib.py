@@ -119,6 +119,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_reader_prefetch": [c_int64, c_void_p, c_uint64, _u64p],
     "ffr_reader_file_info": [c_int64, c_uint64, c_void_p, c_uint64],
     "ffr_reader_file_header": [c_int64, c_uint64, c_void_p, c_void_p, c_uint64],
+    "ffr_reader_file_stamp": [c_int64, c_uint64, _u64p, POINTER(c_uint32)],
     "ffr_reader_read_ranges": [c_int64, c_void_p, c_uint64, c_void_p, c_uint64],
     "ffr_reader_read_windows": [c_int64, c_void_p, c_void_p, c_uint64, c_uint32, c_int64, c_void_p,
                                 c_uint64, c_uint64, c_uint64, c_void_p, c_uint64],
