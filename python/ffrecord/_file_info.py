@@ -46,6 +46,7 @@ class FileDescription:
     """``FileReader``'s account of its files (a mixin: it needs ``fnames`` and ``_live``)."""
 
     fnames: list[str]
+    _stamps: list[FileStamp]  # each file's stamp, read at open
 
     def chunk_bounds(self, chunk_size: int) -> np.ndarray:
         """The first sample of each chunk, then ``len(self)``: chunk ``k`` holds samples
@@ -119,6 +120,11 @@ class FileDescription:
             raise IndexError(f"file {k} out of range for {len(self.fnames)} files")
         return k
 
+    @property
+    def file_stamps(self) -> list[FileStamp]:
+        """The stamp of each file, in order (see ``file_stamp``)."""
+        return list(self._stamps)
+
     def file_stamp(self, k: int = 0) -> FileStamp:
         """The stamp of file ``k`` as this reader opened it (see ``FileStamp``), without a
         read: the same file, or a copy of it, has the same stamp; a replaced one another.
@@ -126,11 +132,7 @@ class FileDescription:
         >>> r.file_stamp()                              # doctest: +SKIP
         FileStamp(file_bytes=4412, header_checksum=2781476043)
         """
-        k = self._file_index(k)
-        size, checksum = ctypes.c_uint64(), ctypes.c_uint32()
-        dll, handle = self._live()
-        _lib.check(dll.ffr_reader_file_stamp(handle, k, ctypes.byref(size), ctypes.byref(checksum)))
-        return FileStamp(size.value, checksum.value)
+        return self._stamps[self._file_index(k)]
 
     def file_info(self, k: int = 0) -> FileInfo:
         """How file ``k`` of the dataset is stored (sample counts, sizes, compression and
