@@ -416,6 +416,15 @@ int32_t ffr_put_new(const char *url, const char *options, const void *data, uint
 /* Deletes the object at url (s3://bucket/key); a missing object is FFR_OK. */
 int32_t ffr_remove(const char *url, const char *options);
 
+/* Deletes the object at url (s3://bucket/key) only while it holds the size bytes at data
+ * (what this caller put there with ffr_put_new: a writer's claim): it reads the object,
+ * then deletes it on condition of the ETag read (If-Match), so that an object another
+ * writer put in its place meanwhile stays. An object holding anything else is left, and is
+ * FFR_E_IO with ffr_oserror EEXIST; a missing object is FFR_OK. A store that ignores
+ * If-Match on DELETE deletes unconditionally: the read narrows the race to the time
+ * between the read and the delete. */
+int32_t ffr_remove_if_holds(const char *url, const char *options, const void *data, uint64_t size);
+
 /* FFR_OK when url (s3://, http(s)://) is well formed as every call above reads it, else
  * FFR_E_INVALID saying why; no request is made. */
 int32_t ffr_check_url(const char *url);

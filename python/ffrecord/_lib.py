@@ -99,6 +99,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_upload": [c_char_p, c_char_p, c_char_p],
     "ffr_put_new": [c_char_p, c_char_p, c_void_p, c_uint64],
     "ffr_remove": [c_char_p, c_char_p],
+    "ffr_remove_if_holds": [c_char_p, c_char_p, c_void_p, c_uint64],
     "ffr_check_url": [c_char_p],
     "ffr_locate": [c_char_p, POINTER(c_uint32), c_char_p, c_size_t, _sizep],
     "ffr_check_options": [c_char_p],

@@ -25,13 +25,14 @@ import operator
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
 from . import _lib, _paths, _remote
 from ._paths import PathArg
+from .errors import clean_up_after
 
 # Gathered ``bytes`` samples go to the library in one call once their bytes, plus
 # SAMPLE_CHARGE for each, reach BATCH_BYTES: about 1 MiB of data or 4096 samples at most. A
@@ -40,22 +41,6 @@ BATCH_BYTES = 1 << 20
 SAMPLE_CHARGE = BATCH_BYTES // 4096
 # From this average size, gathered samples are handed over in place rather than joined.
 VECTOR_BYTES = 64 << 10
-
-
-def clean_up_after(error: BaseException, clean_up: Callable[[], object]) -> None:
-    """Runs ``clean_up`` while ``error`` propagates. A clean-up that fails too is added to
-    ``error`` as a note, never raised in its place: "no space left on device" stays the
-    error the caller sees, not a ``FileNotFoundError`` of the clean-up after it.
-
-    >>> error = OSError(28, "no space left on device")
-    >>> clean_up_after(error, lambda: os.rmdir("/nonexistent/dir"))
-    >>> error.__notes__[0].startswith("cleaning up after it failed too: FileNotFoundError")
-    True
-    """
-    try:
-        clean_up()
-    except Exception as failed:  # noqa: BLE001 - reported on the error that matters
-        error.add_note(f"cleaning up after it failed too: {type(failed).__name__}: {failed}")
 
 
 class ClosesOrAborts:

@@ -14,11 +14,12 @@ from typing import Any, Callable
 
 from .. import _remote
 from .._progress import ProgressBar
-from ..writer import ClosesOrAborts, FileWriter, clean_up_after
+from ..errors import clean_up_after
+from ..writer import ClosesOrAborts, FileWriter
 from . import codecs, sequence
 from .claim import Claim, RemoteClaim
 from .errors import CodecError, DatapointError
-from .spec import SPEC_FILE, Field, parse_spec, sync_directory, write_spec
+from .spec import SPEC_FILE, Field, completed_meanwhile, parse_spec, sync_directory, write_spec
 
 class DatasetWriter(ClosesOrAborts):
     """Writes datapoints (dicts with one value per field of ``spec``) to ``directory``.
@@ -224,12 +225,28 @@ class DatasetWriter(ClosesOrAborts):
         self._placed[name] = os.stat(self.directory / self._fields[name].file)
 
     def _upload(self) -> None:
-        def pair(name: str) -> tuple[str, str]:
-            return str(self.directory / name), _remote.join(self.url, name)
-
-        _remote.upload_all([pair(field.file) for field in self._fields.values()]
-                           + [pair(name) for name in self._attached],
-                           self.storage_options, last=[pair(SPEC_FILE)])
+        """Uploads the field files and companions, then publishes ``spec.json`` by a
+        conditional PUT: only while this writer's claim is its own, never over a dataset
+        completed meanwhile (``FileExistsError``, as locally). When publishing fails, what
+        this writer uploaded is deleted again."""
+        self._claim.check()
+        if SPEC_FILE in _remote.list_dir(self.url, self.storage_options):
+            raise completed_meanwhile(self.url)
+        names = [field.file for field in self._fields.values()] + self._attached
+        uploaded = [_remote.join(self.url, name) for name in names]
+        _remote.upload_all([(str(self.directory / name), url) for name, url in zip(names, uploaded)],
+                           self.storage_options)
+        spec_url, spec = _remote.join(self.url, SPEC_FILE), (self.directory / SPEC_FILE).read_bytes()
+        try:
+            _remote.put_new(spec_url, self.storage_options, spec)
+        except FileExistsError:
+            error = completed_meanwhile(self.url)
+            clean_up_after(error, lambda: _remote.remove_all(uploaded, self.storage_options))
+            raise error from None
+        except BaseException as exc:  # a spec.json of ours may have arrived: removed if so
+            clean_up_after(exc, lambda: _remote.remove_if_holds(spec_url, self.storage_options, spec))
+            clean_up_after(exc, lambda: _remote.remove_all(uploaded, self.storage_options))
+            raise
 
     def abort(self) -> None:
         """Discards everything written; a directory this writer created is removed when
