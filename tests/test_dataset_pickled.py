@@ -14,14 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from ffrecord.dataset import (DatasetChangedError, DatasetReader, DatasetWriter, Mixture,
-                              ShardedDatasetReader, ShardedDatasetWriter)
+from ffrecord.dataset import (DatasetChangedError, DatasetReader, DatasetWriter,
+                              IncompleteDatasetError, Mixture, ShardedDatasetReader,
+                              ShardedDatasetWriter)
 from ffrecord.dataset.reader import field_identity
+from remote_fixtures import bucket, s3_endpoint  # noqa: F401 - fixtures
 
 SPEC = {"x": "int", "y": "float"}
 
 
-def write(path: Path, values: list[tuple[int, float]], spec: dict = SPEC, **options) -> Path:
+def write(path: Path | str, values: list[tuple[int, float]], spec: dict = SPEC, **options) -> Path:
     with DatasetWriter(path, spec, **options) as writer:
         for x, y in values:
             writer.append({"x": x, "y": y})
@@ -177,3 +179,33 @@ def test_a_forked_copy_refuses_a_dataset_rewritten_since(tmp_path):
 
         run_in_child(child)
         assert reader[0] == {"x": 3, "y": 3.5}
+
+
+def test_a_copy_of_a_remote_reader_refuses_a_changed_dataset(bucket, tmp_path):
+    """On S3: a spec.json replaced is ``DatasetChangedError`` when the copy reopens; a field
+    object replaced is ``ObjectChangedError`` (the copy reads the versions its original
+    opened, pinned); a sharded prefix opened as one dataset names the reader to use."""
+    from ffrecord import ObjectChangedError
+    from remote_fixtures import keys
+
+    client, name, opts = bucket
+    url = f"s3://{name}/ds/"
+    write(url, VALUES, storage_options=opts)
+    with DatasetReader(url, storage_options=opts) as reader:
+        assert reader[0] == {"x": 3, "y": 3.5}
+        pickled = pickle.dumps(reader)
+        spec = json.loads(client.get_object(Bucket=name, Key="ds/spec.json")["Body"].read())
+        client.put_object(Bucket=name, Key="ds/spec.json",
+                          Body=json.dumps({**spec, "fields": {"x": "float", "y": "int"}}).encode())
+        with pytest.raises(DatasetChangedError, match="spec.json changed since the reader was opened"):
+            pickle.loads(pickled)
+        client.put_object(Bucket=name, Key="ds/spec.json", Body=json.dumps(spec).encode())
+        other = write(tmp_path / "other", [(3, 9.25), (4, 4.5)])
+        client.put_object(Bucket=name, Key="ds/y.ffr", Body=(other / "y.ffr").read_bytes())
+        with pytest.raises(ObjectChangedError):
+            pickle.loads(pickled)[0]
+    with ShardedDatasetWriter(f"s3://{name}/sharded/", SPEC, shardlen=1, storage_options=opts) as writer:
+        writer.append({"x": 1, "y": 1.5})
+    assert "sharded/000000/spec.json" in keys(client, name)
+    with pytest.raises(IncompleteDatasetError, match="sharded dataset .*open_dataset or ShardedDatasetReader"):
+        DatasetReader(f"s3://{name}/sharded/", storage_options=opts)
