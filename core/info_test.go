@@ -81,7 +81,7 @@ func TestFileStamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeSamples(t, other, [][]byte{[]byte("one"), []byte("TWO"), make([]byte, 5000)}, WriterOptions{})
-	want := FileStamp{Bytes: uint64(len(raw)), HeaderChecksum: crc32.ChecksumIEEE(raw[4:12+12*3])}
+	want := FileStamp{Bytes: uint64(len(raw)), HeaderChecksum: crc32.ChecksumIEEE(raw[4 : 12+12*3])}
 	if got := stampOf(a); got != want {
 		t.Errorf("stamp %+v, want the size and the stored checksum %+v", got, want)
 	}

@@ -27,6 +27,19 @@ type conditionalStore struct {
 
 func etagOf(data []byte) string { return fmt.Sprintf("%x", md5.Sum(data)) }
 
+// refused answers 404 for a missing object and 412 for one another than If-Match asks for.
+func refused(w http.ResponseWriter, r *http.Request, held []byte, ok bool) bool {
+	switch match := r.Header.Get("If-Match"); {
+	case !ok:
+		http.NotFound(w, r)
+	case match != "" && match != `"`+etagOf(held)+`"`:
+		http.Error(w, "PreconditionFailed", http.StatusPreconditionFailed)
+	default:
+		return false
+	}
+	return true
+}
+
 func (s *conditionalStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -47,12 +60,7 @@ func (s *conditionalStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "lost", http.StatusInternalServerError)
 		}
 	case http.MethodGet, http.MethodHead:
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		if match := r.Header.Get("If-Match"); match != "" && match != `"`+etagOf(held)+`"` {
-			http.Error(w, "PreconditionFailed", http.StatusPreconditionFailed)
+		if refused(w, r, held, ok) {
 			return
 		}
 		w.Header().Set("ETag", `"`+etagOf(held)+`"`)
@@ -67,12 +75,7 @@ func (s *conditionalStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.beforeDelete = nil
 			held, ok = s.objects[r.URL.Path]
 		}
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		if match := r.Header.Get("If-Match"); match != "" && match != `"`+etagOf(held)+`"` {
-			http.Error(w, "PreconditionFailed", http.StatusPreconditionFailed)
+		if refused(w, r, held, ok) {
 			return
 		}
 		delete(s.objects, r.URL.Path)
