@@ -202,7 +202,9 @@ class DatasetReader(Readable):
     names small fields to hold in memory (read whole on first use, then served from RAM).
     ``check_data`` verifies CRC-32s: of each whole sample, and of each sequence element read
     alone. The reader is safe to share between threads, survives ``fork()``, and pickles by
-    directory and options (decoders must then be picklable: module-level functions).
+    directory and options (decoders must then be picklable: module-level functions) with
+    what it was opened with: a copy that finds the dataset changed raises
+    ``DatasetChangedError`` rather than read it with the old spec.
     ``directory`` may be a URL (``s3://bucket/ds/``, ``https://…/ds``) with
     ``storage_options`` as for ``FileReader``: the spec and fields are read from there (and
     ``cache_dir=``, ``cache_limit=``, ``chunk_size=`` as for ``FileReader``). Remote, small

@@ -53,7 +53,9 @@ class DatasetWriter(ClosesOrAborts):
     ``directory`` may be an ``s3://bucket/prefix/`` URL (with ``storage_options`` as for
     ``FileWriter``): the dataset is then written to a local staging directory and uploaded
     by ``close()``, the field files first and ``spec.json`` last, so the prefix never holds
-    a dataset a reader accepts before all its files are there. A failed upload deletes the
+    a dataset a reader accepts before all its files are there; only while the writer's claim
+    on the prefix is still its own, and ``spec.json`` by a conditional PUT, so that a dataset
+    completed meanwhile is never replaced (``FileExistsError``). A failed upload deletes the
     objects already uploaded; an exception in the ``with`` block or ``abort()`` uploads
     nothing.
 
