@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import numpy.random  # noqa: F401 - imported before workers fork, not by a worker mid-fork
 import pytest
 
 torch = pytest.importorskip("torch")
