@@ -317,6 +317,14 @@ int32_t ffr_reader_prefetch(int64_t handle, const uint64_t *indices, uint64_t n,
  * FFR_E_INDEX when i >= nfiles. */
 int32_t ffr_reader_file_info(int64_t handle, uint64_t i, uint64_t *info, uint64_t ninfo);
 
+/* The stamp of file i as the reader opened it, known without a read: *file_bytes its size,
+ * *header_checksum the CRC-32 its header stores of its sample tables (unchecked; 0 for an
+ * old writer's file). Another file with the same stamp holds the same tables, so the same
+ * samples as far as their CRC-32s tell: a copy of a reader in another process compares
+ * stamps to tell the file it reopened from a replaced one. FFR_E_INDEX when i >= nfiles. */
+int32_t ffr_reader_file_stamp(int64_t handle, uint64_t i, uint64_t *file_bytes,
+                              uint32_t *header_checksum);
+
 /* Copies the per-sample tables of file i as stored (the reference's get_offsets and
  * get_checksums): offsets[k] is where stored sample k begins and offsets[stored] is the file
  * size, so sample k spans offsets[k] to offsets[k+1]; checksums[k] is its stored CRC-32.
@@ -416,6 +424,15 @@ int32_t ffr_put_new(const char *url, const char *options, const void *data, uint
 
 /* Deletes the object at url (s3://bucket/key); a missing object is FFR_OK. */
 int32_t ffr_remove(const char *url, const char *options);
+
+/* Deletes the object at url (s3://bucket/key) only while it holds the size bytes at data
+ * (what this caller put there with ffr_put_new: a writer's claim): it reads the object,
+ * then deletes it on condition of the ETag read (If-Match), so that an object another
+ * writer put in its place meanwhile stays. An object holding anything else is left, and is
+ * FFR_E_IO with ffr_oserror EEXIST; a missing object is FFR_OK. A store that ignores
+ * If-Match on DELETE deletes unconditionally: the read narrows the race to the time
+ * between the read and the delete. */
+int32_t ffr_remove_if_holds(const char *url, const char *options, const void *data, uint64_t size);
 
 /* FFR_OK when url (s3://, http(s)://) is well formed as every call above reads it, else
  * FFR_E_INVALID saying why; no request is made. */

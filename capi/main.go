@@ -159,6 +159,11 @@ func ffr_remove(url *C.ffr_cchar, options *C.ffr_cchar) C.int32_t {
 	return C.int32_t(abi.Remove(unsafe.Pointer(url), unsafe.Pointer(options)))
 }
 
+//export ffr_remove_if_holds
+func ffr_remove_if_holds(url *C.ffr_cchar, options *C.ffr_cchar, data *C.ffr_cvoid, size C.uint64_t) C.int32_t {
+	return C.int32_t(abi.RemoveIfHolds(unsafe.Pointer(url), unsafe.Pointer(options), unsafe.Pointer(data), uint64(size)))
+}
+
 //export ffr_fetch_text
 func ffr_fetch_text(url *C.ffr_cchar, options *C.ffr_cchar, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
 	return C.int32_t(abi.FetchText(unsafe.Pointer(url), unsafe.Pointer(options), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
@@ -237,6 +242,11 @@ func ffr_reader_prefetch(handle C.int64_t, indices *C.ffr_cu64, n C.uint64_t, qu
 //export ffr_reader_file_info
 func ffr_reader_file_info(handle C.int64_t, i C.uint64_t, info *C.uint64_t, ninfo C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderFileInfo(int64(handle), uint64(i), unsafe.Pointer(info), uint64(ninfo)))
+}
+
+//export ffr_reader_file_stamp
+func ffr_reader_file_stamp(handle C.int64_t, i C.uint64_t, fileBytes *C.uint64_t, headerChecksum *C.uint32_t) C.int32_t {
+	return C.int32_t(abi.ReaderFileStamp(int64(handle), uint64(i), unsafe.Pointer(fileBytes), unsafe.Pointer(headerChecksum)))
 }
 
 //export ffr_reader_file_header

@@ -27,6 +27,7 @@ type dataFile struct {
 	stored   uint64 // N of the base format, an extension record included
 	header   uint64 // 12 + 12·stored: where sample data starts
 	ext      *extension
+	stamp    uint32        // the header's stored metadata checksum, read at open (FileStamp)
 	verified *FileIdentity // this version of the file passed the checks of CheckData
 	remote   *remoteFile   // set when the file is read over the network (remote_source.go)
 	// fileMapped: data is the file's shared mapping, whose released pages fault back in
@@ -149,7 +150,8 @@ func (f *dataFile) parseHeader(check bool, warnings *[]string) error {
 			"header of %d samples does not fit in a file of %d bytes", f.stored, f.size)
 	}
 	f.header = header
-	if le.Uint32(f.data) == 0 {
+	f.stamp = le.Uint32(f.data)
+	if f.stamp == 0 {
 		*warnings = append(*warnings, fmt.Sprintf(
 			"%s: metadata checksum is 0 (file from an old writer): metadata not validated", f.path))
 	}

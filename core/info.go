@@ -67,6 +67,30 @@ func (r *Reader) FileInfo(k int) (FileInfo, error) {
 	return info, nil
 }
 
+// FileStamp is what a file of a dataset says it holds, known from its open: its size and
+// the CRC-32 its header stores of its sample tables (which hold every sample's CRC-32).
+// Another file with the same stamp has the same tables, so the same samples, to what the
+// checksums tell; a file replaced by other data has another. The checksum is as stored,
+// unchecked (0 for an old writer's file, whose stamp is then its size alone): telling the
+// file opened from a replaced one costs no read. A pickled copy of a reader compares it.
+type FileStamp struct {
+	Bytes          uint64
+	HeaderChecksum uint32
+}
+
+// FileStamp is the stamp of file k of the dataset (0 <= k < len(Files())), as opened.
+func (r *Reader) FileStamp(k int) (FileStamp, error) {
+	if err := r.acquire(); err != nil {
+		return FileStamp{}, err
+	}
+	defer r.mu.RUnlock()
+	if k < 0 || k >= len(r.files) {
+		return FileStamp{}, fmt.Errorf("%w: file %d of a dataset of %d files", ErrIndex, k, len(r.files))
+	}
+	f := r.files[k]
+	return FileStamp{Bytes: f.size, HeaderChecksum: f.stamp}, nil
+}
+
 // FileHeader copies the per-sample tables of file k as stored, the way the reference's
 // get_offsets and get_checksums show them: offsets[i] is where stored sample i begins and
 // offsets[Stored] is the file size (so sample i spans offsets[i] to offsets[i+1]);

@@ -406,6 +406,8 @@ def test_sharded_datasets_written_by_two_processes(tmp_path: Path) -> None:
         clone.close()
     with ShardedDatasetReader(directory, shardstart=1, shardstep=2) as odd:
         assert [d["n"] for d in odd] == [5, 6, 7, 8, 9, 15, 16, 17, 18, 19, 25, 26]
+    with pytest.raises(IncompleteDatasetError, match="sharded dataset .*open_dataset or ShardedDatasetReader"):
+        DatasetReader(directory)  # the reader of one dataset names the one to use
     (Path(directory) / "000003" / "spec.json").unlink()
     with pytest.raises(IncompleteDatasetError, match="000003: no spec.json"):
         ShardedDatasetReader(directory)

@@ -37,10 +37,21 @@ class FileInfo(NamedTuple):
     read_from: str = "local"
 
 
+class FileStamp(NamedTuple):
+    """What one file of a dataset holds, as a reader opened it (``FileReader.file_stamp``):
+    its size and the CRC-32 its header stores of its sample tables (which hold every
+    sample's CRC-32; 0 in an old writer's file). A file replaced by other data has another
+    stamp; telling them apart costs no read."""
+
+    file_bytes: int
+    header_checksum: int
+
+
 class FileDescription:
     """``FileReader``'s account of its files (a mixin: it needs ``fnames`` and ``_live``)."""
 
     fnames: list[str]
+    _stamps: list[FileStamp]  # each file's stamp, read at open
 
     def chunk_bounds(self, chunk_size: int) -> np.ndarray:
         """The first sample of each chunk, then ``len(self)``: chunk ``k`` holds samples
@@ -116,6 +127,20 @@ class FileDescription:
         if not 0 <= k < len(self.fnames):
             raise IndexError(f"file {k} out of range for {len(self.fnames)} files")
         return k
+
+    @property
+    def file_stamps(self) -> list[FileStamp]:
+        """The stamp of each file, in order (see ``file_stamp``)."""
+        return list(self._stamps)
+
+    def file_stamp(self, k: int = 0) -> FileStamp:
+        """The stamp of file ``k`` as this reader opened it (see ``FileStamp``), without a
+        read: the same file, or a copy of it, has the same stamp; a replaced one another.
+
+        >>> r.file_stamp()                              # doctest: +SKIP
+        FileStamp(file_bytes=4412, header_checksum=2781476043)
+        """
+        return self._stamps[self._file_index(k)]
 
     def file_info(self, k: int = 0) -> FileInfo:
         """How file ``k`` of the dataset is stored (sample counts, sizes, compression and

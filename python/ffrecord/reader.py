@@ -25,12 +25,12 @@ from . import _lib, _remote
 from ._batch import BatchReads
 from ._buffers import offsets, output_view, split, split_batch
 from ._file_info import FileDescription, FileInfo
-from ._handle import ReaderHandle
+from ._handle import ReaderHandle, check_same_files
 from ._indices import index_array, one_index, unchecked_indices
 from ._paths import PathArg
 from ._single import SampleReads
 from ._verification import BadSample, Verification
-from .errors import FFRecordWarning
+from .errors import FFRecordWarning, ObjectChangedError
 
 __all__ = ["BadSample", "FileInfo", "FileReader", "reopen", "split_batch"]
 
@@ -215,7 +215,8 @@ class FileReader(ReaderHandle, Verification, FileDescription):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _unpickle, (type(self), self.fnames, self.check_data, self.direct,
-                           self.vouched_files, _remote.pinned(self.storage_options, self._versions))
+                           self.vouched_files, _remote.pinned(self.storage_options, self._versions),
+                           self.file_stamps)
 
     def __repr__(self) -> str:
         names = self.fnames if len(self.fnames) <= 3 else [*self.fnames[:2], "...", self.fnames[-1]]
@@ -256,21 +257,30 @@ def _paths_of(fname: Any) -> list[str]:
     raise TypeError(f"fname must be a path or a list of paths, not {type(fname).__name__}")
 
 
-def _unpickle(cls: type[FileReader], fnames: list[str], check_data: bool,
-              direct: bool, vouched: tuple[int, ...] = (),
-              storage_options: dict[str, Any] | None = None) -> FileReader:
+def _unpickle(cls: type[FileReader], fnames: list[str], check_data: bool, direct: bool,
+              vouched: tuple[int, ...], storage_options: dict[str, Any] | None,
+              stamps: list[tuple[int, int]]) -> FileReader:
     return reopen(fnames, check_data, vouched, direct=direct, cls=cls,
-                  storage_options=storage_options)
+                  storage_options=storage_options, stamps=stamps)
 
 
 def reopen(fname: PathArg | Sequence[PathArg], check_data: bool, vouched: tuple[int, ...],
            *, direct: bool = False, cls: type[FileReader] = FileReader,
-           storage_options: dict[str, Any] | None = None) -> FileReader:
+           storage_options: dict[str, Any] | None = None,
+           stamps: Sequence[tuple[int, int]] | None = None) -> FileReader:
     """``FileReader(fname, check_data, direct=direct)`` that skips checking again the files
-    another reader vouches for (its ``vouched_files``) while they are unchanged.
+    another reader vouches for (its ``vouched_files``) while they are unchanged. Given the
+    ``file_stamps`` of the reader it copies, it raises ``ObjectChangedError`` for a file
+    replaced since that reader opened it, rather than read another file.
 
-    >>> copy = reopen(r.fnames, True, r.vouched_files)   # doctest: +SKIP
+    >>> copy = reopen(r.fnames, True, r.vouched_files, stamps=r.file_stamps)   # doctest: +SKIP
     """
     reader = cls.__new__(cls)
     reader._init(fname, check_data, direct, tuple(vouched), storage_options)
+    if stamps is not None:
+        try:
+            check_same_files(reader.fnames, stamps, reader.file_stamps)
+        except ObjectChangedError:
+            reader.close()
+            raise
     return reader

@@ -32,6 +32,7 @@ import numpy as np
 
 from . import _lib, _paths, _remote
 from ._paths import PathArg
+from .errors import clean_up_after
 
 # Gathered ``bytes`` samples go to the library in one call once their bytes, plus
 # SAMPLE_CHARGE for each, reach BATCH_BYTES: about 1 MiB of data or 4096 samples at most. A
@@ -43,7 +44,8 @@ VECTOR_BYTES = 64 << 10
 
 
 class ClosesOrAborts:
-    """As a context manager: ``close()`` on success, ``abort()`` when an exception leaves."""
+    """As a context manager: ``close()`` on success, ``abort()`` when an exception leaves
+    (a failure of the abort is noted on that exception, see ``clean_up_after``)."""
 
     def close(self) -> None:
         raise NotImplementedError
@@ -54,11 +56,11 @@ class ClosesOrAborts:
     def __enter__(self):
         return self
 
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, _: object) -> None:
+        if exc is None:
             self.close()
         else:
-            self.abort()
+            clean_up_after(exc, self.abort)
 
 
 class FileWriter(ClosesOrAborts):

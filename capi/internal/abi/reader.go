@@ -481,6 +481,32 @@ func ReaderFileInfo(handle int64, i uint64, info unsafe.Pointer, ninfo uint64) (
 	return StatusOK
 }
 
+// ReaderFileStamp implements ffr_reader_file_stamp.
+func ReaderFileStamp(handle int64, i uint64, fileBytes, headerChecksum unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_file_stamp"
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	if err := outPointer(fn, "file_bytes", fileBytes); err != nil {
+		return fail(err)
+	}
+	if err := outPointer(fn, "header_checksum", headerChecksum); err != nil {
+		return fail(err)
+	}
+	if i >= uint64(len(r.Files())) {
+		return failf(StatusIndex, fmt.Sprintf("%s: file %d out of range [0, %d)", fn, i, len(r.Files())))
+	}
+	stamp, err := r.FileStamp(int(i))
+	if err != nil {
+		return fail(err)
+	}
+	*(*uint64)(fileBytes) = stamp.Bytes
+	*(*uint32)(headerChecksum) = stamp.HeaderChecksum
+	return StatusOK
+}
+
 // ReaderFileHeader implements ffr_reader_file_header: the stored tables of file i, for a
 // capacity of n samples (offsets holds n+1 entries, checksums n).
 func ReaderFileHeader(handle int64, i uint64, offsets, checksums unsafe.Pointer, n uint64) (status int32) {

@@ -2,6 +2,7 @@ package abi
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
@@ -503,6 +504,29 @@ func TestReaderFileInfo(t *testing.T) {
 		t.Errorf("two fields: %v", two)
 	}
 	expect(t, StatusIndex, func() int32 { return ReaderFileInfo(h, 3, ptr(two), 2) }, "file 3")
+}
+
+func TestReaderFileStamp(t *testing.T) {
+	noLeaks(t)
+	h := openReader(t, 0, golden("basic.ffr"), golden("legacy_zero_checksum.ffr"))
+	raw, err := os.ReadFile(golden("basic.ffr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size uint64
+	var checksum uint32
+	must(t, func() int32 { return ReaderFileStamp(h, 0, unsafe.Pointer(&size), unsafe.Pointer(&checksum)) })
+	if size != uint64(len(raw)) || checksum != binary.LittleEndian.Uint32(raw) || checksum == 0 {
+		t.Errorf("stamp (%d, %#x), want the size %d and the stored checksum %#x", size, checksum, len(raw),
+			binary.LittleEndian.Uint32(raw))
+	}
+	must(t, func() int32 { return ReaderFileStamp(h, 1, unsafe.Pointer(&size), unsafe.Pointer(&checksum)) })
+	if checksum != 0 {
+		t.Errorf("legacy file: checksum %#x, want 0", checksum)
+	}
+	expect(t, StatusIndex, func() int32 { return ReaderFileStamp(h, 2, unsafe.Pointer(&size), unsafe.Pointer(&checksum)) }, "file 2")
+	expect(t, StatusInvalid, func() int32 { return ReaderFileStamp(h, 0, nil, unsafe.Pointer(&checksum)) }, "file_bytes is NULL")
+	expect(t, StatusInvalid, func() int32 { return ReaderFileStamp(h, 0, unsafe.Pointer(&size), nil) }, "header_checksum is NULL")
 }
 
 func TestReaderFileHeader(t *testing.T) {

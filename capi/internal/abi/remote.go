@@ -48,7 +48,18 @@ func CheckURL(url unsafe.Pointer) (status int32) {
 // PutNew implements ffr_put_new.
 func PutNew(url, options, data unsafe.Pointer, size uint64) (status int32) {
 	defer recoverPanic(&status)
-	const fn = "ffr_put_new"
+	return withBody("ffr_put_new", url, options, data, size, (*remote.Client).PutNew)
+}
+
+// RemoveIfHolds implements ffr_remove_if_holds.
+func RemoveIfHolds(url, options, data unsafe.Pointer, size uint64) (status int32) {
+	defer recoverPanic(&status)
+	return withBody("ffr_remove_if_holds", url, options, data, size, (*remote.Client).DeleteIfHolds)
+}
+
+// withBody runs call on the URL and a copy of the caller's bytes (not held past the call).
+func withBody(fn string, url, options, data unsafe.Pointer, size uint64,
+	call func(*remote.Client, string, []byte) error) int32 {
 	if url == nil || (data == nil && size > 0) {
 		return failf(StatusInvalid, fn+": url or data is NULL")
 	}
@@ -56,11 +67,11 @@ func PutNew(url, options, data unsafe.Pointer, size uint64) (status int32) {
 	if client == nil {
 		return status
 	}
-	body := make([]byte, size) // a copy: the caller's memory is not held past the call
+	body := make([]byte, size)
 	if size > 0 {
 		copy(body, unsafe.Slice((*byte)(data), size))
 	}
-	if err := client.PutNew(cString(url), body); err != nil {
+	if err := call(client, cString(url), body); err != nil {
 		return fail(err)
 	}
 	return StatusOK

@@ -25,8 +25,8 @@ from typing import Any
 
 from .. import _remote
 from .codecs import BUILTIN as BUILTIN_CODECS
-from .errors import (CodecError, CorruptDatasetError, DatapointError, DatasetError,
-                     IncompleteDatasetError, MaskError, MissingDependencyError,
+from .errors import (CodecError, CorruptDatasetError, DatapointError, DatasetChangedError,
+                     DatasetError, IncompleteDatasetError, MaskError, MissingDependencyError,
                      SequenceRangeError, SpecError, UnsupportedVersionError)
 from .mixture import Mixture
 from .reader import DatasetReader, Readable, ShardedDatasetReader
@@ -34,7 +34,8 @@ from .spec import SPEC_FILE
 from .writer import DatasetWriter, ShardedDatasetWriter
 
 __all__ = [
-    "BUILTIN_CODECS", "CodecError", "CorruptDatasetError", "DatapointError", "DatasetError",
+    "BUILTIN_CODECS", "CodecError", "CorruptDatasetError", "DatapointError", "DatasetChangedError",
+    "DatasetError",
     "DatasetReader", "DatasetWriter", "IncompleteDatasetError", "MaskError",
     "MissingDependencyError", "Mixture", "Readable", "SequenceRangeError",
     "ShardedDatasetReader", "ShardedDatasetWriter", "SpecError", "UnsupportedVersionError",

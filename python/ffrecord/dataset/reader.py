@@ -21,8 +21,8 @@ from .._indices import index_array, one_index
 from ..reader import FileReader
 from . import codecs, sequence
 from .datapoint import DatapointReads, FieldDecodeFailed
-from .errors import (CodecError, CorruptDatasetError, IncompleteDatasetError, MaskError,
-                     SequenceRangeError, SpecError)
+from .errors import (CodecError, CorruptDatasetError, DatasetChangedError, IncompleteDatasetError,
+                     MaskError, SequenceRangeError, SpecError)
 from .spec import SPEC_FILE, Field, parse_spec_document, read_spec_and_metadata
 
 # Remote field files opened at once by a DatasetReader (each open is a request).
@@ -218,7 +218,9 @@ class DatasetReader(Readable):
     names small fields to hold in memory (read whole on first use, then served from RAM).
     ``check_data`` verifies CRC-32s: of each whole sample, and of each sequence element read
     alone. The reader is safe to share between threads, survives ``fork()``, and pickles by
-    directory and options (decoders must then be picklable: module-level functions).
+    directory and options (decoders must then be picklable: module-level functions) with
+    what it was opened with: a copy that finds the dataset changed raises
+    ``DatasetChangedError`` rather than read it with the old spec.
     ``directory`` may be a URL (``s3://bucket/ds/``, ``https://…/ds``) with
     ``storage_options`` as for ``FileReader``: the spec and fields are read from there (and
     ``cache_dir=``, ``cache_limit=``, ``chunk_size=`` as for ``FileReader``). Remote, small
@@ -253,7 +255,7 @@ class DatasetReader(Readable):
         self._joint: FileReader | None = None  # every field's file, for one call per batch
         early = self._open_remembered_fields()
         try:
-            self._fields, self._length, self._metadata = read_spec_and_metadata(self.directory)
+            self._fields, self._length, self._metadata = _read_spec(self.directory)
             self._decoders = codecs.resolve(self._fields, decoders, "decode")
             for key in self.cache_keys:
                 if key not in self._fields:
@@ -704,17 +706,81 @@ class DatasetReader(Readable):
         return _remote.pinned(self.storage_options, self.versions)
 
     def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles by directory and options, with what the reader was opened with (spec,
+        length, metadata, each field file's identity): the copy checks it reopened the same
+        dataset, and raises ``DatasetChangedError`` rather than read another."""
         return _reopen, (type(self), str(self.directory), self.decoders, self.cache_keys,
-                         self.check_data, self._pinned_options())
+                         self.check_data, self._pinned_options(), self._opened_as())
+
+    def _opened_as(self) -> dict[str, Any]:
+        """What this reader was opened with, as its pickled copies carry it."""
+        return {"spec": list(self.spec.items()), "length": self._length, "metadata": self._metadata,
+                "files": {field.file: field_identity(self._readers[name])
+                          for name, field in self._fields.items()}}
+
+    def _check_opened_as(self, opened: dict[str, Any]) -> None:
+        """``DatasetChangedError`` unless this reader opened what ``opened`` describes."""
+        now = self._opened_as()
+        for key, what in (("spec", "fields"), ("length", "datapoints"), ("metadata", "metadata")):
+            if now[key] != opened[key]:
+                raise DatasetChangedError(
+                    f"{self.directory}: {SPEC_FILE} changed since the reader was opened ({what} "
+                    f"{_shown(opened[key])}, now {_shown(now[key])}): a copy reads only the "
+                    "dataset its original read; reopen the dataset to read the new one")
+        for name, was in opened["files"].items():
+            if now["files"].get(name) != tuple(was):
+                raise DatasetChangedError(
+                    f"{self.directory / name}: replaced since the reader was opened ("
+                    f"{_identity_text(was)}, now {_identity_text(now['files'].get(name))}): a copy "
+                    "reads only the dataset its original read; reopen the dataset to read the new one")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, {self.spec}) n={self._length}"
 
 
+def _read_spec(directory: Any) -> tuple[dict[str, Field], int, dict[str, Any]]:
+    """``read_spec_and_metadata``, whose error for a directory without ``spec.json`` names
+    the reader to use when the directory holds a sharded dataset."""
+    try:
+        return read_spec_and_metadata(directory)
+    except IncompleteDatasetError:
+        from . import dataset_kind
+
+        if dataset_kind(directory, getattr(directory, "storage_options", None)) != "sharded":
+            raise
+    raise IncompleteDatasetError(
+        f"{directory}: a sharded dataset (shards 000000, 000001, ...), not one dataset: open it "
+        "with ffrecord.dataset.open_dataset or ShardedDatasetReader") from None
+
+
+def field_identity(reader: FileReader) -> tuple[int, int]:
+    """The identity of a field file as ``reader`` opened it, what a copy of a dataset reader
+    checks: its size and the CRC-32 its header stores of its sample tables (every sample's
+    CRC-32), ``FileReader.file_stamp``: no read. A replaced file of other data differs."""
+    return tuple(reader.file_stamp(0))
+
+
+def _identity_text(identity: Any) -> str:
+    if identity is None:
+        return "no such field"
+    size, checksum = identity
+    return f"{size} bytes, header checksum 0x{checksum:08x}"
+
+
+def _shown(value: Any) -> str:
+    return f"{dict(value) if isinstance(value, list) else value!r:.200}"
+
+
 def _reopen(cls: type, directory: str, decoders: Any, cache_keys: tuple, check_data: bool,
-            storage_options: dict[str, Any] | None = None) -> Any:
-    return cls(directory, decoders, cache_keys, check_data=check_data,
-               storage_options=storage_options)
+            storage_options: dict[str, Any] | None, opened: dict[str, Any]) -> Any:
+    reader = cls(directory, decoders, cache_keys, check_data=check_data,
+                 storage_options=storage_options)
+    try:
+        reader._check_opened_as(opened)
+    except BaseException:
+        reader.close()
+        raise
+    return reader
 
 
 def _torch_worker_decoders(decoders: Mapping[str, Callable]) -> dict[str, Callable] | None:
@@ -862,19 +928,33 @@ class ShardedDatasetReader(Routed):
         return member, idx - self._starts[member]
 
     def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles by directory and options, with what each shard was opened with (see
+        ``DatasetReader.__reduce__``)."""
         versions = {url: v for member in self.members for url, v in member.versions.items()}
         return _reopen_sharded, (str(self.directory), self.decoders, self.shardstart, self.shardstep,
-                                 self.cache_keys, self.check_data, _remote.pinned(self.storage_options, versions))
+                                 self.cache_keys, self.check_data, _remote.pinned(self.storage_options, versions),
+                                 [member._opened_as() for member in self.members])
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, shards={self.shards}) n={len(self)}"
 
 
 def _reopen_sharded(directory: str, decoders: Any, shardstart: int, shardstep: int,
-                    cache_keys: tuple, check_data: bool,
-                    storage_options: dict[str, Any] | None = None) -> ShardedDatasetReader:
-    return ShardedDatasetReader(directory, decoders, shardstart, shardstep, cache_keys,
-                                check_data=check_data, storage_options=storage_options)
+                    cache_keys: tuple, check_data: bool, storage_options: dict[str, Any] | None,
+                    opened: list[dict[str, Any]]) -> ShardedDatasetReader:
+    reader = ShardedDatasetReader(directory, decoders, shardstart, shardstep, cache_keys,
+                                  check_data=check_data, storage_options=storage_options)
+    try:
+        if len(opened) != reader.shards:
+            raise DatasetChangedError(
+                f"{reader.directory}: {len(opened)} shard(s) when the reader was opened, {reader.shards} "
+                "now: a copy reads only the dataset its original read; reopen the dataset to read the new one")
+        for member, was in zip(reader.members, opened):
+            member._check_opened_as(was)
+    except BaseException:
+        reader.close()
+        raise
+    return reader
 
 
 def shard_directories(directory: Any) -> list[Any]:

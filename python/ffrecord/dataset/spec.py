@@ -113,8 +113,14 @@ def _publish(tmp: str, path: Path) -> None:
         if not os.path.lexists(path):
             os.replace(tmp, path)
             return
-    raise FileExistsError(f"{path.parent}: a dataset was completed here by another writer "
-                          f"({SPEC_FILE} appeared): not replacing it")
+    raise completed_meanwhile(path.parent)
+
+
+def completed_meanwhile(directory: Any) -> FileExistsError:
+    """The error of a writer that finds a dataset completed where it writes (its
+    ``spec.json`` appeared), local or remote."""
+    return FileExistsError(f"{directory}: a dataset was completed here by another writer ({SPEC_FILE} "
+                           "appeared): not replacing it")
 
 
 def sync_directory(directory: Path) -> None:

@@ -14,11 +14,12 @@ from typing import Any, Callable
 
 from .. import _remote
 from .._progress import ProgressBar
+from ..errors import clean_up_after
 from ..writer import ClosesOrAborts, FileWriter
 from . import codecs, sequence
 from .claim import Claim, RemoteClaim
 from .errors import CodecError, DatapointError
-from .spec import SPEC_FILE, Field, parse_spec, sync_directory, write_spec
+from .spec import SPEC_FILE, Field, completed_meanwhile, parse_spec, sync_directory, write_spec
 
 class DatasetWriter(ClosesOrAborts):
     """Writes datapoints (dicts with one value per field of ``spec``) to ``directory``.
@@ -52,7 +53,9 @@ class DatasetWriter(ClosesOrAborts):
     ``directory`` may be an ``s3://bucket/prefix/`` URL (with ``storage_options`` as for
     ``FileWriter``): the dataset is then written to a local staging directory and uploaded
     by ``close()``, the field files first and ``spec.json`` last, so the prefix never holds
-    a dataset a reader accepts before all its files are there. A failed upload deletes the
+    a dataset a reader accepts before all its files are there; only while the writer's claim
+    on the prefix is still its own, and ``spec.json`` by a conditional PUT, so that a dataset
+    completed meanwhile is never replaced (``FileExistsError``). A failed upload deletes the
     objects already uploaded; an exception in the ``with`` block or ``abort()`` uploads
     nothing.
 
@@ -74,7 +77,7 @@ class DatasetWriter(ClosesOrAborts):
         self._placed: dict[str, os.stat_result] = {}  # field files this writer moved into place
         self._staging: str | None = None
         self._claim: Claim | RemoteClaim | None = None
-        self._created = self._finished = False
+        self._created = self._finished = self._discarded = False
         self._bar = ProgressBar(length, progress, "write", "datapoint")  # rate and ETA on stderr
         self.metadata = dict(metadata or {})  # stored in spec.json, read as reader.metadata
         json.dumps(self.metadata)  # not JSON-serialisable: fail before anything is written
@@ -105,8 +108,8 @@ class DatasetWriter(ClosesOrAborts):
             for name, field in self._fields.items():
                 self._writers[name] = FileWriter(self.directory / field.file, length,
                                                  compression=field.compression, durable=durable)
-        except BaseException:
-            self.abort()
+        except BaseException as exc:
+            clean_up_after(exc, self.abort)
             raise
 
     def _claim_directory(self) -> None:
@@ -152,8 +155,8 @@ class DatasetWriter(ClosesOrAborts):
         try:
             for name, sample in samples.items():
                 self._writers[name].write_one(sample)
-        except BaseException:
-            self.abort()
+        except BaseException as exc:
+            clean_up_after(exc, self.abort)
             raise
         self._size += sum(map(len, samples.values()))
         self._length += 1
@@ -212,8 +215,8 @@ class DatasetWriter(ClosesOrAborts):
             write_spec(self.directory, self._fields, self._length, self.metadata)
             if self.url is not None:
                 self._upload()
-        except BaseException:
-            self._discard()
+        except BaseException as exc:
+            clean_up_after(exc, self._discard)
             raise
         self._finished = True
         self._release()
@@ -224,12 +227,28 @@ class DatasetWriter(ClosesOrAborts):
         self._placed[name] = os.stat(self.directory / self._fields[name].file)
 
     def _upload(self) -> None:
-        def pair(name: str) -> tuple[str, str]:
-            return str(self.directory / name), _remote.join(self.url, name)
-
-        _remote.upload_all([pair(field.file) for field in self._fields.values()]
-                           + [pair(name) for name in self._attached],
-                           self.storage_options, last=[pair(SPEC_FILE)])
+        """Uploads the field files and companions, then publishes ``spec.json`` by a
+        conditional PUT: only while this writer's claim is its own, never over a dataset
+        completed meanwhile (``FileExistsError``, as locally). When publishing fails, what
+        this writer uploaded is deleted again."""
+        self._claim.check()
+        if SPEC_FILE in _remote.list_dir(self.url, self.storage_options):
+            raise completed_meanwhile(self.url)
+        names = [field.file for field in self._fields.values()] + self._attached
+        uploaded = [_remote.join(self.url, name) for name in names]
+        _remote.upload_all([(str(self.directory / name), url) for name, url in zip(names, uploaded)],
+                           self.storage_options)
+        spec_url, spec = _remote.join(self.url, SPEC_FILE), (self.directory / SPEC_FILE).read_bytes()
+        try:
+            _remote.put_new(spec_url, self.storage_options, spec)
+        except FileExistsError:
+            error = completed_meanwhile(self.url)
+            clean_up_after(error, lambda: _remote.remove_all(uploaded, self.storage_options))
+            raise error from None
+        except BaseException as exc:  # a spec.json of ours may have arrived: removed if so
+            clean_up_after(exc, lambda: _remote.remove_if_holds(spec_url, self.storage_options, spec))
+            clean_up_after(exc, lambda: _remote.remove_all(uploaded, self.storage_options))
+            raise
 
     def abort(self) -> None:
         """Discards everything written; a directory this writer created is removed when
@@ -241,17 +260,23 @@ class DatasetWriter(ClosesOrAborts):
 
     def _discard(self) -> None:
         """Removes what this writer made, and nothing else: its unfinished files, the field
-        files it moved into place (if they are still the ones it made), its claim."""
-        for name, writer in self._writers.items():
-            if name in self._placed:  # moved into place by a close that then failed
-                _remove_if_same(self.directory / self._fields[name].file, self._placed[name])
-            else:
-                writer.abort()
-        for name in self._attached:  # written by the caller while this writer held the claim
-            (self.directory / name).unlink(missing_ok=True)
-        if self._staging is None and self._claim is not None:
-            sync_directory(self.directory)
-        self._release()
+        files it moved into place (if they are still the ones it made), its claim. Once:
+        a later call (an ``abort()`` after a failure that discarded) does nothing."""
+        if self._discarded:
+            return
+        self._discarded = True
+        try:
+            for name, writer in self._writers.items():
+                if name in self._placed:  # moved into place by a close that then failed
+                    _remove_if_same(self.directory / self._fields[name].file, self._placed[name])
+                else:
+                    writer.abort()
+            for name in self._attached:  # written by the caller while this writer held the claim
+                (self.directory / name).unlink(missing_ok=True)
+            if self._staging is None and self._claim is not None:
+                sync_directory(self.directory)
+        finally:  # the claim is given up whatever failed above
+            self._release()
 
     def _release(self) -> None:
         """Gives up the claim, then removes the directory if this writer made it and it is

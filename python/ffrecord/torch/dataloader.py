@@ -59,11 +59,16 @@ class _EpochRun:
 
 class _TrackedIterator:
     """torch's iterator for one epoch, counting the batches it hands out, one at a time
-    when a worker delivered several as one task (``_transport.TaskGroup``)."""
+    when a worker delivered several as one task (``_transport.TaskGroup``).
 
-    def __init__(self, inner: Any, run: _EpochRun) -> None:
+    A batch that failed (its dataset read or collate raised) counts as handed out: torch
+    goes on with the next one, so a loop that catches the error and carries on has spent
+    it, and a state taken afterwards resumes after it."""
+
+    def __init__(self, inner: Any, run: _EpochRun, tasks: WorkerTasks) -> None:
         self._inner = inner
         self._run = run
+        self._tasks = tasks
         self._grouped: collections.deque[Any] = collections.deque()  # a task's batches still to hand out
 
     def __iter__(self) -> _TrackedIterator:
@@ -78,13 +83,27 @@ class _TrackedIterator:
             except StopIteration:
                 self._run.finished = True
                 raise
+            except Exception:
+                self._count_failed_task()
+                raise
             if type(batch) is _transport.TaskGroup:
                 self._grouped.extend(batch)
                 batch = self._grouped.popleft()
-        if type(batch) is ExceptionWrapper:  # this batch failed in its worker
-            batch.reraise()
         self._run.yielded += 1
+        if type(batch) is ExceptionWrapper:  # this batch of a task failed in its worker
+            batch.reraise()
         return batch
+
+    def _count_failed_task(self) -> None:
+        """After torch's iterator raised: the batches of the task it was receiving count as
+        handed out when that task failed (torch goes on with the next), not when the task
+        never came (a worker that died, a timeout: the iterator is broken, and a state
+        taken now must deliver that task's batches again)."""
+        received = getattr(self._inner, "_rcvd_idx", None)  # tasks a worker pool has received
+        if received is None:  # no workers: the batch drawn was read here, and failed
+            self._run.yielded += 1
+        else:
+            self._run.yielded = max(self._run.yielded, self._tasks.batches_in(received))
 
     def _next_inner(self) -> Any:
         """torch's ``__next__`` for a map-style dataset, without its profiler scope when no
@@ -362,7 +381,7 @@ class DataLoader(torch.utils.data.DataLoader):
         else:
             self._planner.plan(epoch, start)
         self._run = _EpochRun(epoch, start, base, self._planner.num_batches, generator_state, before)
-        return _TrackedIterator(super().__iter__(), self._run)
+        return _TrackedIterator(super().__iter__(), self._run, self._tasks)
 
     def _get_iterator(self) -> Any:
         """torch's iterator for the workers asked for: threads of this process (``_threads``)

@@ -174,7 +174,7 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
         if self._reader is None:
             fnames, check_data = self._reader_args
             self._reader = reopen(fnames, check_data, getattr(self, "_reader_vouched", ()),
-                                  **self._reader_options)
+                                  stamps=getattr(self, "_reader_stamps", None), **self._reader_options)
         return self._reader
 
     @reader.setter
@@ -186,7 +186,8 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
         if "_reader_args" in state:  # a reader this class opened: reopen it lazily, by path
             reader = state["_reader"]
             if isinstance(reader, FileReader):  # its checks need not be done again, nor its
-                state["_reader_vouched"] = reader.vouched_files  # remote files' versions asked
+                state["_reader_vouched"] = reader.vouched_files  # remote files' versions asked;
+                state["_reader_stamps"] = reader.file_stamps  # the copy reads the files it read
                 state["_reader_options"] = {**self._reader_options, "storage_options": pinned(
                     self._reader_options.get("storage_options"), reader.versions)}
             state["_reader"] = None
