@@ -273,6 +273,46 @@ def test_a_malformed_mds_index_names_the_file_and_key(tmp_path, case, capsys):
     assert not (tmp_path / "out").exists()
 
 
+ALGORITHMS = ["zstd", "zstd:7", "gz", "bz2", "br", "snappy"]
+
+
+def _compressed_mds(root, algorithm):
+    from streaming import MDSWriter
+
+    with MDSWriter(out=str(root), columns={"n": "int", "s": "str"}, size_limit=300, compression=algorithm) as writer:
+        for k in range(N):
+            writer.write({"n": k, "s": f"text {k}" * k})
+    index = json.loads((root / "index.json").read_text())
+    assert not (root / index["shards"][1]["raw_data"]["basename"]).exists()  # only the compressed files
+    return index
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_compressed_mds_shards_convert(tmp_path, algorithm):
+    from streaming import StreamingDataset
+
+    _compressed_mds(tmp_path / "src", algorithm)
+    assert convert("mds", tmp_path / "src", tmp_path / "out", workers=1) == N
+    theirs = StreamingDataset(local=str(tmp_path / "src"), shuffle=False, batch_size=1)
+    with open_dataset(tmp_path / "out") as ds:
+        assert list(ds) == [{"n": theirs[k]["n"], "s": theirs[k]["s"]} for k in range(N)]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_compressed_shard_holding_more_than_its_index_says_is_stopped(tmp_path, algorithm):
+    from streaming.base.compression import compress
+
+    index = _compressed_mds(tmp_path / "src", algorithm)
+    shard = index["shards"][1]
+    bomb = compress(algorithm, bytes(48 << 20))
+    (tmp_path / "src" / shard["zip_data"]["basename"]).write_bytes(bomb)
+    shard["zip_data"]["bytes"] = len(bomb)  # the compressed size as it is: only the content lies
+    (tmp_path / "src" / "index.json").write_text(json.dumps(index))
+    with pytest.raises(SourceError, match=rf"{shard['zip_data']['basename']}: decompresses to more than the "
+                                          rf"{shard['raw_data']['bytes']:,} bytes its index says"):
+        convert("mds", tmp_path / "src", tmp_path / "out", workers=1)
+
+
 def test_an_mds_index_that_is_a_list_or_not_json(tmp_path):
     root, _ = _mds(tmp_path / "src")
     (root / "index.json").write_text("[1, 2]")

@@ -189,3 +189,15 @@ def test_cli_prints_one_line_for_a_chunk_path_with_a_directory_part(tmp_path, ca
     assert main(["convert", "litdata", str(src), str(tmp_path / "out")]) == 3  # no such chunk file
     err = capsys.readouterr().err
     assert "Traceback" not in err and "elsewhere/chunk-0-0.bin" in err
+
+
+def test_a_compressed_chunk_holding_more_than_its_index_says_is_stopped(tmp_path):
+    import zstd
+
+    src = _write(tmp_path / "src", [{"n": k, "v": np.arange(k)} for k in range(N)],
+                 compression="zstd", compression_level="chunk")
+    chunk = _index(src)["chunks"][1]
+    (src / chunk["filename"]).write_bytes(zstd.compress(bytes(48 << 20)))
+    with pytest.raises(SourceError, match=rf"{chunk['filename']}: decompresses to more than the "
+                                          rf"{chunk['chunk_bytes']:,} bytes its index says"):
+        convert("litdata", src, tmp_path / "out", workers=1)

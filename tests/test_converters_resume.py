@@ -16,8 +16,10 @@ import pytest
 
 from ffrecord.converters import SourceError, convert
 from ffrecord.converters._base import run
+from ffrecord.converters.mds import MDSSource
 from ffrecord.converters.webdataset import WebDatasetSource
 from ffrecord.dataset import open_dataset
+from remote_fixtures import bucket, s3_endpoint  # noqa: F401 - fixtures
 
 ROWS = 10
 
@@ -176,3 +178,30 @@ def test_a_source_changing_while_its_unit_is_converted_fails_that_unit(tmp_path)
         run(_Touching(tmp_path / "src"), tmp_path / "out", workers=1)
     assert not (tmp_path / ".out.converting" / "000000" / "spec.json").exists()
     assert convert("webdataset", tmp_path / "src", tmp_path / "out") == 8
+
+
+def test_an_s3_mds_unit_is_bound_to_its_objects_sizes_and_etags(tmp_path, bucket):
+    from streaming import MDSWriter
+
+    client, name, options = bucket
+    with MDSWriter(out=str(tmp_path / "src"), columns={"s": "str"}, size_limit=200) as writer:
+        for k in range(12):
+            writer.write({"s": f"value {k}"})
+    for file in (tmp_path / "src").iterdir():
+        client.upload_file(str(file), name, f"mds/{file.name}")
+
+    def identities():
+        source = MDSSource(f"s3://{name}/mds/", options)
+        try:
+            return {os.path.basename(unit): source.unit_identity(unit) for unit in source.units()}
+        finally:
+            source.close()
+
+    before = identities()
+    assert len(before) > 1 and identities() == before  # a new local copy each time: the same
+    shard = tmp_path / "src" / "shard.00001.mds"
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 1
+    client.put_object(Bucket=name, Key="mds/shard.00001.mds", Body=bytes(data))
+    after = identities()
+    assert [unit for unit in before if before[unit] != after[unit]] == ["shard.00001.mds"]

@@ -25,6 +25,10 @@ from .._paths import PathArg, check_regular, open_regular
 
 #: The largest index (``index.json``, ``state.json``, ...) read: a million shards' entries fit.
 MAX_INDEX_BYTES = 256 << 20
+#: Decompressed data is read in pieces this large: memory grows only with what is really there.
+_PIECE = 64 << 20
+#: Arrow's streaming codecs, by the names MDS and LitData give their algorithms.
+_STREAMS = {"zstd": "zstd", "gz": "gzip", "bz2": "bz2", "br": "brotli"}
 
 
 def read_file(path: PathArg) -> bytes:
@@ -53,6 +57,70 @@ def read_json(path: PathArg, what: str) -> Any:
         raise source_error(path, None, "nested too deep to be an index") from None
     except ValueError as exc:  # UnicodeDecodeError too
         raise source_error(path, None, f"not JSON: {exc}") from None
+
+
+def inflate(algorithm: str, data: bytes, size: int, file: Any) -> bytes:
+    """``data`` decompressed by ``algorithm`` (as MDS and LitData name theirs: ``zstd``,
+    ``gz``, ``bz2``, ``br``, ``snappy``, each optionally ``:LEVEL``), which its index says
+    holds ``size`` bytes: a ``SourceError`` naming ``file`` when it holds another number (a
+    decompression bomb is stopped once it has given ``size + 1`` bytes), when it cannot be
+    decompressed, or for an algorithm of another name.
+
+    >>> import zlib
+    >>> inflate("gz", zlib.compress(bytes(10**6), wbits=31), 1000, "shard.mds.gz")
+    Traceback (most recent call last):
+    ...
+    ffrecord.converters._base.SourceError: shard.mds.gz: decompresses to more than the 1,000 bytes its index says
+    """
+    from ._base import SourceError, source_error
+
+    name = algorithm.split(":")[0]
+    too_large = source_error(file, None, f"decompresses to more than the {size:,} bytes its index says")
+    try:
+        if name == "snappy":  # one block, its length first: checked before anything is sized by it
+            import snappy
+
+            if _varint(data) > size:
+                raise too_large
+            out = snappy.decompress(data)
+        elif name in _STREAMS:
+            out = _inflate_stream(_STREAMS[name], data, size)
+        else:
+            raise source_error(file, None, f"unknown compression {algorithm!r:.40}")
+    except SourceError:
+        raise
+    except Exception as exc:  # each codec's own errors
+        raise source_error(file, None, f"cannot be decompressed ({algorithm}): {type(exc).__name__}: {exc}") from None
+    if len(out) > size:
+        raise too_large
+    if len(out) < size:
+        raise source_error(file, None, f"decompresses to {len(out):,} bytes; its index says {size:,}")
+    return out
+
+
+def _inflate_stream(codec: str, data: bytes, size: int) -> bytes:
+    """At most ``size + 1`` bytes of ``data`` decompressed by Arrow's streaming ``codec``."""
+    import pyarrow as pa
+
+    stream = pa.CompressedInputStream(pa.BufferReader(data), codec)
+    pieces, total = [], 0
+    while total <= size:
+        piece = stream.read(min(_PIECE, size + 1 - total))
+        if not piece:
+            break
+        pieces.append(piece)
+        total += len(piece)
+    return b"".join(pieces)
+
+
+def _varint(data: bytes) -> int:
+    """The unsigned LEB128 number ``data`` starts with (a snappy block's length)."""
+    value = 0
+    for k, byte in enumerate(data[:10]):
+        value |= (byte & 0x7F) << (7 * k)
+        if byte < 0x80:
+            return value
+    raise ValueError("no length at the start of the block")
 
 
 def files_of(path: PathArg, pattern: str) -> tuple[Path, list[Path]]:

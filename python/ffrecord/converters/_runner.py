@@ -82,8 +82,8 @@ class Staging:
     where a conversion writes its outputs (shard directories or ``.ffr`` files, each
     complete once its name appears), with a manifest saying what is being converted and, per
     output, what its source was. A later run with the same manifest resumes: it keeps the
-    complete outputs whose source is unchanged and writes the rest; ``publish`` moves the result to its destination in one
-    rename, so that a dataset appears there only complete."""
+    complete outputs whose source is unchanged and writes the rest; ``publish`` moves the
+    result to its destination in one rename, so that a dataset appears there only complete."""
 
     def __init__(self, path: PathArg) -> None:
         self.path = Path(os.fsdecode(path))

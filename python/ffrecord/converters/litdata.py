@@ -41,7 +41,7 @@ import numpy as np
 
 from .._paths import PathArg
 from ._base import Source, check_image, offset_table, raw, read_index, require, source_error
-from ._files import read_file
+from ._files import inflate, read_file
 from ._index import Entry, unique
 
 _TYPES = {"int": "int", "float": "float", "str": "utf8", "text": "utf8", "bytes": "bytes", "jpeg": "jpg",
@@ -158,12 +158,10 @@ class LitDataSource(Source):
         chunk = self._chunk(unit)
         data = read_file(unit)
         if self.compression and self.level == "chunk" and not data.endswith(_FOOTER):
-            from litdata.streaming.compression import _COMPRESSORS
-
-            try:
-                data = _COMPRESSORS[self.compression.split(":")[0]].decompress(data)
-            except Exception as exc:
-                raise source_error(unit, None, f"cannot be decompressed: {type(exc).__name__}: {exc}") from None
+            if chunk["bytes"] is None:
+                raise source_error(unit, None, "index.json gives no chunk_bytes: a compressed chunk of "
+                                               "unknown size is not decompressed")
+            data = inflate(self.compression, data, chunk["bytes"], unit)
         if chunk["bytes"] is not None and chunk["bytes"] != len(data):
             raise source_error(unit, None, f"index.json says the chunk has {chunk['bytes']:,} bytes; "
                                            f"it has {len(data):,}")

@@ -38,7 +38,7 @@ import numpy as np
 from .. import _remote
 from .._paths import PathArg
 from ._base import Source, check_image, offset_table, raw, read_index, require, source_error
-from ._files import read_file
+from ._files import inflate, read_file
 from ._index import Entry, unique
 
 _TYPES = {"int": "int", "str_int": "int", "str": "utf8", "str_decimal": "utf8", "bytes": "bytes",
@@ -112,15 +112,9 @@ class MDSSource(Source):
 
     def _shard_bytes(self, unit: str, shard: dict[str, Any]) -> bytes:
         if shard["zip"] and not Path(unit).exists():
-            from streaming.base.compression import decompress
-
             name, size = shard["zip"]
-            zipped = self._checked_bytes(self.path / name, size)
-            try:
-                data = decompress(shard["compression"], zipped)
-            except Exception as exc:  # each algorithm's own error; an unknown one: ValueError
-                raise source_error(self.path / name, None, f"cannot be decompressed ({shard['compression']}): "
-                                                           f"{type(exc).__name__}: {exc}") from None
+            data = inflate(shard["compression"], self._checked_bytes(self.path / name, size), shard["bytes"],
+                           self.path / name)
         else:
             data = self._checked_bytes(Path(unit), None)
         if len(data) != shard["bytes"]:
