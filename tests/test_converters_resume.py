@@ -32,17 +32,24 @@ def _write(table, path):
     pq.write_table(table, path, compression="none", use_dictionary=False)  # its size: its row count
 
 
-def _failed_conversion(tmp_path):
-    """A Parquet source of two files whose conversion failed at the second (damaged): the
-    first file's shard is finished in the staging directory."""
+def _damaged_source(tmp_path):
+    """A Parquet source of two files, the second's data pages damaged (its footer intact: the
+    plan is made, then its unit fails); and the second's good bytes."""
     src = tmp_path / "src"
     src.mkdir()
     _write(_table(10), src / "a.parquet")
     pq.write_table(_table(100), src / "b.parquet")
     good = (src / "b.parquet").read_bytes()
     damaged = bytearray(good)
-    damaged[8:120] = b"\xff" * 112  # data pages; the footer is intact: the plan is made
+    damaged[8:120] = b"\xff" * 112
     (src / "b.parquet").write_bytes(bytes(damaged))
+    return src, good
+
+
+def _failed_conversion(tmp_path):
+    """The conversion of ``_damaged_source`` failed, the first file's shard finished in the
+    staging directory; the second file repaired since."""
+    src, good = _damaged_source(tmp_path)
     with pytest.raises(SourceError, match=r"b\.parquet#row-group-0"):
         convert("parquet", src, tmp_path / "out", workers=1)
     staging = tmp_path / ".out.converting"
@@ -205,3 +212,17 @@ def test_an_s3_mds_unit_is_bound_to_its_objects_sizes_and_etags(tmp_path, bucket
     client.put_object(Bucket=name, Key="mds/shard.00001.mds", Body=bytes(data))
     after = identities()
     assert [unit for unit in before if before[unit] != after[unit]] == ["shard.00001.mds"]
+
+
+def test_cli_resumes_and_says_where_the_finished_units_are_kept(tmp_path, capsys):
+    from ffrecord.cli import main
+
+    src, _ = _damaged_source(tmp_path)
+    command = ["convert", "parquet", str(src), str(tmp_path / "out"), "-j", "1"]
+    assert main(command) == 1
+    err = capsys.readouterr().err
+    assert "b.parquet" in err and "kept in" in err and "Traceback" not in err
+    os.chmod(tmp_path / ".out.converting", 0o777)
+    assert main(command) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "writable by others" in err and "kept in" not in err
