@@ -226,3 +226,21 @@ def test_cli_resumes_and_says_where_the_finished_units_are_kept(tmp_path, capsys
     assert main(command) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "writable by others" in err and "kept in" not in err
+
+
+def test_an_image_folder_whose_classes_changed_since_is_refused_not_relabelled(tmp_path):
+    from PIL import Image
+
+    from ffrecord.converters._runner import OtherConversionError
+
+    for k, label in enumerate(("cat", "dog")):
+        (tmp_path / "src" / label).mkdir(parents=True)
+        Image.new("RGB", (2, 2)).save(tmp_path / "src" / label / "0.png")
+    (tmp_path / "src" / "dog" / "1.png").write_bytes(b"not an image")
+    with pytest.raises(SourceError, match=r"dog/1\.png: record 2: not a readable image"):
+        convert("imagefolder", tmp_path / "src", tmp_path / "out")
+    (tmp_path / "src" / "dog" / "1.png").unlink()
+    (tmp_path / "src" / "ant").mkdir()  # every label after it moves by one
+    Image.new("RGB", (2, 2)).save(tmp_path / "src" / "ant" / "0.png")
+    with pytest.raises(OtherConversionError, match=r"other settings \(metadata\)"):
+        convert("imagefolder", tmp_path / "src", tmp_path / "out")

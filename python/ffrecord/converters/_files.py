@@ -25,8 +25,9 @@ from .._paths import PathArg, check_regular, open_regular
 
 #: The largest index (``index.json``, ``state.json``, ...) read: a million shards' entries fit.
 MAX_INDEX_BYTES = 256 << 20
-#: Decompressed data is read in pieces this large: memory grows only with what is really there.
-_PIECE = 64 << 20
+#: Data whose size a source claims is read in pieces this large (decompressed data, a tar
+#: member): memory grows only with what is really there.
+PIECE = 64 << 20
 #: Arrow's streaming codecs, by the names MDS and LitData give their algorithms.
 _STREAMS = {"zstd": "zstd", "gz": "gzip", "bz2": "bz2", "br": "brotli"}
 
@@ -47,8 +48,8 @@ def read_json(path: PathArg, what: str) -> Any:
         f = open_regular(path, buffering=0)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such file ({what})") from None
-    with f:
-        raw = f.read(MAX_INDEX_BYTES + 1)
+    with f:  # read by its size (a read sized by the bound would allocate it all)
+        raw = f.read(min(os.fstat(f.fileno()).st_size, MAX_INDEX_BYTES) + 1)
     if len(raw) > MAX_INDEX_BYTES:
         raise source_error(path, None, f"larger than {MAX_INDEX_BYTES >> 20} MiB: not an index")
     try:
@@ -105,7 +106,7 @@ def _inflate_stream(codec: str, data: bytes, size: int) -> bytes:
     stream = pa.CompressedInputStream(pa.BufferReader(data), codec)
     pieces, total = [], 0
     while total <= size:
-        piece = stream.read(min(_PIECE, size + 1 - total))
+        piece = stream.read(min(PIECE, size + 1 - total))
         if not piece:
             break
         pieces.append(piece)

@@ -182,12 +182,12 @@ class LitDataSource(Source):
             yield from _framed_items(data, n, unit, self.compression)
             return
         offsets = offset_table(data, n, unit, "items", "chunk", whole=False)
-        inflate = _sample_inflater(self.compression) if self.level == "sample" else None
+        inflate_item = _sample_inflater(self.compression) if self.level == "sample" else None
         for k in range(n):
             item = data[offsets[k]:offsets[k + 1]]
-            if inflate is not None:
+            if inflate_item is not None:
                 try:
-                    item = inflate(item)
+                    item = inflate_item(item)
                 except Exception as exc:
                     raise source_error(unit, k, f"cannot be decompressed: {type(exc).__name__}: {exc}") from None
             yield item
@@ -355,13 +355,13 @@ def _framed_items(data: bytes, n: int, unit: str, compression: str | None) -> It
     for index, frame in enumerate(header.frames):
         if frame.first_item != k or k + frame.n_items > n:
             raise source_error(unit, k, "the zstd frames do not cover the items in order")
+        base = offsets[k]
+        if offsets[k + frame.n_items] - base != frame.uncompressed_len:  # checked before it sizes a buffer
+            raise source_error(unit, k, "a zstd frame's size disagrees with its items' offsets")
         try:
             payload = bytes(inflate_frame(data, header, index, codec))
         except Exception as exc:
             raise source_error(unit, k, f"cannot be decompressed: {type(exc).__name__}: {exc}") from None
-        base = offsets[k]
-        if offsets[k + frame.n_items] - base != len(payload):
-            raise source_error(unit, k, "a zstd frame's size disagrees with its items' offsets")
         for j in range(k, k + frame.n_items):
             yield payload[offsets[j] - base:offsets[j + 1] - base]
         k += frame.n_items

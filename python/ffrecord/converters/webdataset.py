@@ -39,7 +39,7 @@ import numpy as np
 
 from .._paths import PathArg, open_regular
 from ._base import Source, SourceError, check_image, raw, source_error
-from ._files import files_of
+from ._files import PIECE, files_of
 
 _IMAGES = {"jpg": "jpg", "jpeg": "jpg", "png": "png"}
 _INTEGERS = ("cls", "cls2", "index", "id")
@@ -47,7 +47,6 @@ _TEXT = ("txt", "text")
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 _KEY = "__key__"
-_PIECE = 64 << 20  # a member is read in pieces this large: memory grows only with bytes that exist
 
 
 def _field_type(extension: str, data: bytes) -> str:
@@ -168,7 +167,7 @@ def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
     pieces, left = [], member.size
     try:
         while left:
-            piece = f.read(min(left, _PIECE))
+            piece = f.read(min(left, PIECE))
             if not piece:
                 raise EOFError("end of data")
             pieces.append(piece)
