@@ -49,11 +49,11 @@ def _convert(args: argparse.Namespace) -> int:
     try:
         count = convert(args.kind, args.source, args.out, workers=args.workers,
                         progress=progress, compression=compression)
-    except (Exception, KeyboardInterrupt):
+    except (Exception, KeyboardInterrupt) as exc:
         from .converters._base import staging_directory
 
         staging = staging_directory(args.out)
-        if staging.is_dir():
+        if staging.is_dir() and not isinstance(exc, FileExistsError):  # else not this run's to resume
             print(f"ffrecord convert: the units converted so far are kept in {staging}: run "
                   "the same command again to continue", file=sys.stderr)
         raise
