@@ -120,6 +120,15 @@ class Staging:
         self._record(plan, identities)
         return {name for name, identity in identities.items() if recorded.get(name) == identity}
 
+    def record(self, name: str, identity: Any) -> None:
+        """Records what the output ``name``, just completed, was made from (for outputs whose
+        source is known only once written: a token shard's documents)."""
+        earlier = self._earlier()
+        identities = earlier.pop(IDENTITIES, None)
+        identities = dict(identities) if isinstance(identities, dict) else {}
+        identities[name] = identity
+        self._record(earlier, identities)
+
     def _earlier(self) -> dict[str, Any]:
         """The manifest of the conversion in progress found here, if it can be trusted."""
         from ._files import read_json
