@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from .contenders.isolated import call, runner
+from .context import read_tree
 
 ME = "benchmarks.loaders"
 WORKERS = 2
@@ -231,14 +232,6 @@ def write_tokens(root: Path, tokens: int, smoke: bool) -> str:
     return str(out)
 
 
-def read_through(root: Path) -> None:
-    for path in root.rglob("*"):
-        if path.is_file():
-            with path.open("rb") as f:
-                while f.read(16 << 20):
-                    pass
-
-
 # -- the run -------------------------------------------------------------------------------
 
 def _available(kind: str) -> str | None:
@@ -344,7 +337,7 @@ def main() -> None:
             paths["vision-folder"], paths["vision"] = write_images(root, size["images"])
         if "tokens" in only:
             paths["tokens"] = write_tokens(root, size["tokens"], args.smoke)
-        read_through(root)
+        read_tree(root)
         print(f"{size['rounds']} rounds, fresh process per figure, contenders alternating; {WORKERS} workers; "
               f"load average {__import__('os').getloadavg()[0]:.1f}; pinned batches "
               + ("measured" if pinned else "not measured (no CUDA device here)"), flush=True)

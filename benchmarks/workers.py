@@ -32,6 +32,7 @@ import numpy as np
 
 from .contenders import contender_named
 from .contenders.isolated import call, runner
+from .context import read_tree
 
 IMAGE, STRUCT_BATCH = 16 << 10, 64
 TENSOR_SAMPLE, TENSOR_BATCH = 1 << 10, 256
@@ -196,14 +197,6 @@ def write_structured(root: Path, points: int) -> dict[str, str]:
     return paths
 
 
-def read_through(root: Path) -> None:
-    for path in root.rglob("*"):
-        if path.is_file():
-            with path.open("rb") as f:
-                while f.read(16 << 20):
-                    pass
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -228,7 +221,7 @@ def main() -> None:
         print(f"{n_rounds} rounds, fresh process per figure, contenders taking turns; data in {root}")
         if only & {"structured", "singles"}:
             paths = write_structured(root, size["points"])
-            read_through(root)
+            read_tree(root)
         if "structured" in only:
             batches = size["batches"]
             runners = {
@@ -256,7 +249,7 @@ def main() -> None:
         if "tensors" in only:
             path = str(root / "small.ffr")
             dump([np.random.default_rng(k).bytes(TENSOR_SAMPLE) for k in range(size["small"])], path, 1, durable=False)
-            read_through(root)
+            read_tree(root)
             batches = min(size["batches"], size["small"] // TENSOR_BATCH - UNTIMED - 1)
             runners = {
                 "ffrecord (shared memory)": lambda: measure(f"{ME}:tensor_loader", None, "ffrecord", path, batches),
