@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import MissingDependencyError, SpecError
+from .spec import FIXED_TYPES
 
 Encoder = Callable[[Any], Any]
 Decoder = Callable[[memoryview], Any]
@@ -222,11 +223,16 @@ def resolve(fields: Mapping[str, Any], user: Mapping[str, Callable] | None,
         if type_name in user:
             chosen[field] = user[type_name]
             continue
+        if type_name in FIXED_TYPES:
+            from . import columns
+
+            chosen[field] = (columns.encoder if direction == "encode" else columns.decoder)(fields[field])
+            continue
         codec = BUILTIN.get(type_name)
         if codec is None:
             kind = "encoders" if direction == "encode" else "decoders"
             raise SpecError(f"field {field!r} has type {type_name!r}, which is not built in "
-                            f"(built-in: {', '.join(BUILTIN)}): pass {kind}={{{type_name!r}: "
+                            f"(built-in: {', '.join([*BUILTIN, *FIXED_TYPES])}): pass {kind}={{{type_name!r}: "
                             "function}")
         if codec.requires is not None:
             module, package = codec.requires
