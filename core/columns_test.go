@@ -221,3 +221,27 @@ func typed(t *testing.T, err error) {
 		t.Fatalf("untyped error: %v", err)
 	}
 }
+
+// BenchmarkColumnGather: 64 random values of a column of a million float32, 1024 to a block.
+func BenchmarkColumnGather(b *testing.B) {
+	rng := rand.New(rand.NewPCG(34, 3))
+	values := make([]byte, 1_000_000*4)
+	fillRandom(rng, values)
+	path := tempPath(b, "col.ffr")
+	c := writeColumn(b, path, values, 4, 1024, WriterOptions{})
+	for _, check := range []bool{false, true} {
+		b.Run(fmt.Sprintf("check=%v", check), func(b *testing.B) {
+			r := openReader(b, ReaderOptions{CheckData: check}, path)
+			indices := make([]uint64, 64)
+			dst := make([]byte, 64*4)
+			for b.Loop() {
+				for k := range indices {
+					indices[k] = rng.Uint64N(c.Values)
+				}
+				if err := r.ReadValues(c, indices, dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

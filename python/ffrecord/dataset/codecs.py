@@ -102,10 +102,19 @@ def _encode_array(value: Any) -> bytes:
         raise TypeError(f"an 'array' value cannot have dtype {array.dtype}: numeric, bool, "
                         "string and bytes dtypes only (use the 'npz' or 'msgpack' type, or a "
                         "codec of your own)")
-    text = f"{array.dtype.str} {','.join(map(str, array.shape))}".encode("ascii")
+    return b"".join((array_header(array.dtype, array.shape), array.reshape(-1).view(np.uint8)))
+
+
+def array_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    """What ``_encode_array`` stores before the data of an array of ``dtype`` and ``shape``.
+
+    >>> a = np.arange(3, dtype=np.uint16)
+    >>> BUILTIN["array"].encode(a) == array_header(a.dtype, a.shape) + a.tobytes()
+    True
+    """
+    text = f"{dtype.str} {','.join(map(str, shape))}".encode("ascii")
     pad = -(_ARRAY_HEADER.size + len(text)) % _ARRAY_ALIGN
-    header = _ARRAY_HEADER.pack(len(text) + pad) + text + b" " * pad
-    return b"".join((header, array.reshape(-1).view(np.uint8)))
+    return _ARRAY_HEADER.pack(len(text) + pad) + text + b" " * pad
 
 
 def _decode_array(view: memoryview) -> np.ndarray:
