@@ -88,7 +88,7 @@ def record_batches(dataset: Any, mask: Any = None, batch_size: int = _BATCH) -> 
         schema = None
         for part in parts:
             for start in range(0, len(part), batch_size):
-                idx = np.arange(start, min(start + batch_size, len(part)))
+                idx = range(start, min(start + batch_size, len(part)))
                 batch = pa.RecordBatch.from_arrays(_arrays(pa, part, fields, names, idx), names)
                 schema = schema or batch.schema
                 yield batch if batch.schema == schema else batch.cast(schema)
@@ -97,7 +97,7 @@ def record_batches(dataset: Any, mask: Any = None, batch_size: int = _BATCH) -> 
             raw.close()
 
 
-def _arrays(pa: Any, source: Any, fields: dict[str, Any], names: list[str], idx: np.ndarray) -> list[Any]:
+def _arrays(pa: Any, source: Any, fields: dict[str, Any], names: list[str], idx: range) -> list[Any]:
     """The Arrow arrays of fields ``names`` of datapoints ``idx`` of ``source``."""
     arrays = dict.fromkeys(names)
     for name in names:
@@ -109,7 +109,7 @@ def _arrays(pa: Any, source: Any, fields: dict[str, Any], names: list[str], idx:
     return [arrays[name] for name in names]
 
 
-def _binary(pa: Any, source: Any, field: Any, idx: np.ndarray) -> Any:
+def _binary(pa: Any, source: Any, field: Any, idx: range) -> Any:
     """A ``bytes`` or ``utf8`` field of a ``DatasetReader`` (or a field it reads as stored
     bytes) as an Arrow array over the batch's read buffer and offsets; None otherwise."""
     from .reader import DatasetReader
@@ -120,7 +120,7 @@ def _binary(pa: Any, source: Any, field: Any, idx: np.ndarray) -> Any:
     text = decode is BUILTIN["utf8"].decode
     if not (text or decode is bytes) or field.block is not None:
         return None
-    buf, starts, ends = source._whole(source.fields[field.name], idx)
+    buf, starts, ends = source._whole(source.fields[field.name], np.arange(idx.start, idx.stop))
     if int(ends[-1]) - int(starts[0]) >= 1 << 31 or not (starts[1:] == ends[:-1]).all():
         return None  # a held field's buffer (every datapoint), or over Arrow's 32-bit offsets
     offsets = (np.append(starts, ends[-1]) - starts[0]).astype(np.int32)
@@ -134,7 +134,7 @@ def _binary(pa: Any, source: Any, field: Any, idx: np.ndarray) -> Any:
 def _array(pa: Any, field: Any, values: Any) -> Any:
     kind = _column_type(pa, field)
     if isinstance(values, np.ndarray) and not field.sequence:
-        flat = pa.array(values.reshape(-1))
+        flat = _primitive(pa, values.reshape(-1))
         for size in reversed(values.shape[1:]):
             flat = pa.FixedSizeListArray.from_arrays(flat, size)
         return flat
@@ -147,6 +147,17 @@ def _array(pa: Any, field: Any, values: Any) -> Any:
             values = [[e.tolist() for e in v] for v in values]
         return pa.array(values, None if kind is None else pa.list_(kind))
     return pa.array(values, kind)
+
+
+def _primitive(pa: Any, values: np.ndarray) -> Any:
+    """A 1-D numeric or bool array as an Arrow array over its memory (``pa.array`` would
+    import pandas to look at it)."""
+    values = np.ascontiguousarray(values)
+    if values.dtype == np.bool_:
+        data = pa.py_buffer(np.packbits(values, bitorder="little"))
+    else:
+        data = pa.py_buffer(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, data])
 
 
 def to_arrow(dataset: Any, mask: Any = None) -> Any:

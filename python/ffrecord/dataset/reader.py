@@ -426,9 +426,12 @@ class DatasetReader(Readable):
         ``ffrecord.dataset.scans``): a column field's values by one native call (a run of
         indices read straight into the array), an ``int``/``float`` field's by one batch
         read, the others as lists."""
-        idx = self._indices(indices)
+        if isinstance(indices, range) and indices.step == 1 and 0 <= indices.start <= indices.stop <= self._length:
+            run, idx = (indices.start, indices.stop), np.arange(indices.start, indices.stop)
+        else:
+            idx = self._indices(indices)
+            run = scans.run_of(idx)
         selection = parse_mask(mask, self._fields)
-        run = scans.run_of(idx)
         out: dict[str, Any] = {}
         for name, chosen in selection.items():
             field = self._fields[name]

@@ -96,7 +96,7 @@ def iter_batches(dataset: Any, batch_size: int, columns: Any, arrow: bool) -> It
         return
     n = len(dataset)
     for start in range(0, n, batch_size):
-        yield dataset.read_columns(np.arange(start, min(start + batch_size, n)), columns)
+        yield dataset.read_columns(range(start, min(start + batch_size, n)), columns)
 
 
 class Columns:

@@ -50,7 +50,7 @@ def column(dataset: Readable, name: str) -> Any:
         raise KeyError(f"no field {name!r} (fields: {', '.join(dataset.spec)})")
     field = parse_spec({name: dataset.spec[name]})[name]
     if not field.sequence and (field.fixed or field.type in ("int", "float")):
-        return dataset.read_columns(np.arange(len(dataset)), [name])[name]
+        return dataset.read_columns(range(len(dataset)), [name])[name]
     values: list[Any] = []
     for start in range(0, len(dataset), COLUMN_BATCH):
         batch = dataset.read(np.arange(start, min(start + COLUMN_BATCH, len(dataset))), [name])
