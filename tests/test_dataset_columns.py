@@ -378,3 +378,65 @@ def test_sharded_batches_cut_at_shard_ends(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path / "s")) == ["000000", "000001", "000002"]
     with ShardedDatasetReader(tmp_path / "s") as reader:
         assert reader["x"].tolist() == list(range(10)) and reader["t"] == [str(k) for k in range(10)]
+
+
+def test_from_arrow_and_the_arrow_converters(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from ffrecord.converters._base import SourceError, run
+    from ffrecord.converters.arrow import ParquetSource
+    from ffrecord.dataset import from_arrow
+
+    n = 30
+    table = pa.table({"b": pa.array(np.arange(n) % 2 == 0), "u": pa.array(np.arange(n), pa.uint16()),
+                      "e": pa.array(_values("float32", (2,), n).tolist(), pa.list_(pa.float32(), 2)),
+                      "t": [f"t{k}" for k in range(n)], "raw": pa.array([bytes([k]) * 3 for k in range(n)], pa.binary(3)),
+                      "v": pa.array([list(range(k % 4)) for k in range(n)], pa.list_(pa.int64())),
+                      "j": pa.array([{"k": k} for k in range(n)])})
+    assert from_arrow(table, tmp_path / "t") == n
+    assert from_arrow(table.to_batches(max_chunksize=7), tmp_path / "b") == n
+    for path in (tmp_path / "t", tmp_path / "b"):
+        with DatasetReader(path) as reader:
+            assert reader.spec == {"b": "bool", "u": "uint16", "e": "float32[2]", "t": "utf8", "raw": "bytes",
+                                   "v": "array", "j": "json"}
+            assert reader.to_arrow().drop_columns(["v", "raw"]).equals(table.drop_columns(["v", "raw"]))
+            assert [x.tolist() for x in reader["v"]] == table.column("v").to_pylist()
+            assert reader["raw"] == table.column("raw").to_pylist()
+    # the Parquet converter writes each record batch by one append_batch, errors naming the record
+    pq.write_table(table.select(["u", "t"]), tmp_path / "ok.parquet")
+    assert run(ParquetSource(tmp_path / "ok.parquet"), tmp_path / "ok") == n
+    with DatasetReader(tmp_path / "ok") as reader:
+        assert reader["u"].tolist() == list(range(n)) and reader["t"] == table.column("t").to_pylist()
+    for k, column in enumerate([pa.array([1, None, 3], pa.int64()), pa.array([1, 2**63, 3], pa.uint64())]):
+        pq.write_table(pa.table({"a": column}), tmp_path / f"bad{k}.parquet")
+        with pytest.raises(SourceError, match=f"bad{k}.parquet#row-group-0: record 1: "):
+            run(ParquetSource(tmp_path / f"bad{k}.parquet"), tmp_path / f"bad{k}")
+
+
+def test_token_write_many_matches_append(tmp_path: Path) -> None:
+    from ffrecord.tokens import TokenBlocks, TokenWriter
+    from ffrecord.tokens.errors import EmptyDocumentError, TokenizerError, TokenRangeError
+
+    rng = np.random.default_rng(3)
+    docs = [rng.integers(0, 1000, int(rng.integers(1, 50))) for _ in range(40)]
+    with TokenWriter(tmp_path / "one", 1000, spec={"src": "utf8"}) as writer:
+        for k, doc in enumerate(docs):
+            writer.append(doc, src=f"s{k}")
+    with TokenWriter(tmp_path / "many", 1000, spec={"src": "utf8"}) as writer:
+        assert writer.write_many(docs[:25], src=[f"s{k}" for k in range(25)]) == range(25)
+        flat = np.concatenate(docs[25:])
+        assert writer.write_many(tokens=flat, lengths=[len(d) for d in docs[25:]],
+                                 src=[f"s{k}" for k in range(25, 40)]) == range(25, 40)
+        for bad, error, match in (
+                (dict(docs=[[1, 2], []]), EmptyDocumentError, "document 41 has no tokens"),
+                (dict(docs=[[1, 2], [3, 1000]]), TokenRangeError, "document 41: token id 1000 at position 1"),
+                (dict(docs=[[1.5]]), TokenizerError, "document 40"),
+                (dict(tokens=[1, 2, 3], lengths=[1, 1]), TokenizerError, "lengths add up to 2"),
+                (dict(docs=[[1]], tokens=[1]), ValueError, "not both")):
+            with pytest.raises(error, match=match):
+                writer.write_many(**bad, src=["x"] * len(bad.get("docs", bad.get("lengths", [1]))))
+        assert len(writer) == 40 and writer.tokens == sum(map(len, docs))
+    for name in ("tokens.ffr", "src.ffr", "tokens.index"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "many" / name).read_bytes(), name
+    blocks = TokenBlocks(tmp_path / "many", block_size=16)
+    assert blocks.read([0])[0].tolist() == np.concatenate(docs)[:17].tolist()
