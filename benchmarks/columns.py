@@ -94,7 +94,7 @@ def child(task: str, side: str, variant: str, folder: Path, n: int) -> dict:
                 cols["s"] = arrow_rows(n, False).column("s")
             start = time.perf_counter()
             with DatasetWriter(path, {"i": "int64", "f": "float32", "s": "uint8[32]" if fixed else "bytes"},
-                               durable=False) as writer:
+                               durable=False, block_bytes=int(os.environ.get("BLOCK_BYTES", 2048))) as writer:
                 writer.append_batch(cols)
         else:
             import lance
@@ -225,12 +225,16 @@ def main(argv: list[str] | None = None) -> None:
                                                          / ".venv-megatron" / "bin" / "python"))
     parser.add_argument("--quick", action="store_true", help="small data, one round: the code paths")
     parser.add_argument("--only", nargs="*", help="task names to run (default: all)")
+    parser.add_argument("--block-bytes", type=int, default=None,
+                        help="ffrecord's column block size (default: the library's, 2048)")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         task, side, variant, folder, n = args.child
         print(json.dumps(child(task, side, variant, Path(folder), int(n))))
         return
+    if args.block_bytes:
+        os.environ["BLOCK_BYTES"] = str(args.block_bytes)
     if args.quick:
         args.rows, args.records, args.tokens, args.rounds = 20_000, 2_000, 200_000, 1
     folder = Path(tempfile.mkdtemp(prefix="ffrecord-bench-columns-"))

@@ -310,11 +310,11 @@ func ReaderReadRanges(handle int64, triples unsafe.Pointer, n uint64, dst unsafe
 
 // ReaderReadValues implements ffr_reader_read_values: the values indices[0..n) of a column
 // file of values values of width bytes, perBlock to a block, back to back into dst.
-func ReaderReadValues(handle int64, values, width, perBlock uint64, indices unsafe.Pointer, n uint64, dst unsafe.Pointer,
-	dstLen uint64) (status int32) {
+func ReaderReadValues(handle int64, values, width, perBlock uint64, indices unsafe.Pointer, n uint64,
+	dst unsafe.Pointer, dstLen uint64) (status int32) {
 	defer recoverPanic(&status)
 	const fn = "ffr_reader_read_values"
-	r, err := readers.get(fn, handle)
+	r, buf, err := columnArgs(fn, handle, dst, dstLen)
 	if err != nil {
 		return fail(err)
 	}
@@ -322,12 +322,7 @@ func ReaderReadValues(handle int64, values, width, perBlock uint64, indices unsa
 	if err != nil {
 		return fail(err)
 	}
-	buf, err := cArray[byte](fn, "dst", dst, dstLen)
-	if err != nil {
-		return fail(err)
-	}
-	c := core.Column{Values: values, Width: width, PerBlock: perBlock}
-	if err := r.ReadValues(c, idx, buf); err != nil {
+	if err := r.ReadValues(core.Column{Values: values, Width: width, PerBlock: perBlock}, idx, buf); err != nil {
 		return fail(err)
 	}
 	return StatusOK
@@ -338,12 +333,7 @@ func ReaderReadValues(handle int64, values, width, perBlock uint64, indices unsa
 func ReaderReadValueRange(handle int64, values, width, perBlock, start, count uint64, dst unsafe.Pointer,
 	dstLen uint64) (status int32) {
 	defer recoverPanic(&status)
-	const fn = "ffr_reader_read_value_range"
-	r, err := readers.get(fn, handle)
-	if err != nil {
-		return fail(err)
-	}
-	buf, err := cArray[byte](fn, "dst", dst, dstLen)
+	r, buf, err := columnArgs("ffr_reader_read_value_range", handle, dst, dstLen)
 	if err != nil {
 		return fail(err)
 	}
@@ -352,6 +342,16 @@ func ReaderReadValueRange(handle int64, values, width, perBlock, start, count ui
 		return fail(err)
 	}
 	return StatusOK
+}
+
+// columnArgs resolves the reader and the destination buffer of the column calls.
+func columnArgs(fn string, handle int64, dst unsafe.Pointer, dstLen uint64) (*core.Reader, []byte, error) {
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return nil, nil, err
+	}
+	buf, err := cArray[byte](fn, "dst", dst, dstLen)
+	return r, buf, err
 }
 
 // ReaderReadWindows implements ffr_reader_read_windows.
