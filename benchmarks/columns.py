@@ -30,6 +30,7 @@ ratios with issue 34's goals. ``--quick`` shrinks everything (code paths, not fi
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -252,11 +253,18 @@ def main(argv: list[str] | None = None) -> None:
         if args.only:
             plan = [p for p in plan if p[0] in args.only or p[0] in ("write", "records-write")]
         ours_only = {"scan-arrow", "random_dicts"}
+        if not Path(args.megatron_python).exists():
+            print(f"Megatron-Core: not measured ({args.megatron_python} missing: make megatron-venv)")
+            plan = [p for p in plan if p[0] != "tokens"]
+        if importlib.util.find_spec("lance") is None:
+            print("Lance: not measured (pip install pylance)")
+            ours_only |= {task for task, _, _ in plan}
         for round_ in range(args.rounds):
             for task, variant, n in plan:
                 if task in ("write", "records-write") and round_ and task == "records-write":
                     continue
-                sides = ["ffrecord"] if task in ours_only else ["ffrecord", "megatron" if task == "tokens" else "lance"]
+                sides = ["ffrecord"] if task in ours_only and task != "tokens" else [
+                    "ffrecord", "megatron" if task == "tokens" else "lance"]
                 for side in (sides if round_ % 2 == 0 else sides[::-1]):
                     python = args.megatron_python if side == "megatron" else sys.executable
                     got = run_child(python, task, side, variant, str(folder), str(n))
