@@ -440,3 +440,32 @@ def test_token_write_many_matches_append(tmp_path: Path) -> None:
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "many" / name).read_bytes(), name
     blocks = TokenBlocks(tmp_path / "many", block_size=16)
     assert blocks.read([0])[0].tolist() == np.concatenate(docs)[:17].tolist()
+
+
+def test_tools_show_column_fields(tmp_path: Path) -> None:
+    from ffrecord.cli import main
+    from ffrecord.dataset.display import field_sizes
+
+    _write(tmp_path / "d", {"x": np.arange(30, dtype=np.int16), "e": _values("float32", (2,), 30)},
+           {"x": "int16", "e": "float32[2]"}, by_rows=False)
+    with DatasetReader(tmp_path / "d") as reader:
+        assert field_sizes(reader, "x").tolist() == [2] * 30 and field_sizes(reader, "e").tolist() == [8] * 30
+        frame = reader.to_pandas()
+        assert frame["x"].tolist() == list(range(30)) and len(frame["e"][3]) == 2
+    assert main(["show", str(tmp_path / "d"), "29", "--field", "x", "--out", str(tmp_path / "v")]) == 0
+    assert (tmp_path / "v").read_bytes() == np.int16(29).tobytes()
+    assert main(["cat", str(tmp_path / "d"), "3:5", "--field", "e", "--out", str(tmp_path / "c")]) == 0
+    assert (tmp_path / "c").read_bytes() == _values("float32", (2,), 30)[3:5].tobytes()
+
+
+def test_verify_checks_column_blocks(tmp_path: Path) -> None:
+    from ffrecord.dataset.check import survey
+
+    _write(tmp_path / "d", {"x": np.arange(30, dtype=np.int32)}, {"x": "int32"}, by_rows=False)
+    assert survey(tmp_path / "d").problems == []
+    spec = json.loads((tmp_path / "d" / "spec.json").read_text())
+    (tmp_path / "d" / "spec.json").write_text(json.dumps({**spec, "length": 29}))  # the last block a value short
+    assert survey(tmp_path / "d").problems == [
+        f"{tmp_path / 'd' / 'x.ffr'}: field 'x': column block 2 (datapoints 24 to 28) holds 24 bytes, not 20"]
+    (tmp_path / "d" / "spec.json").write_text(json.dumps({**spec, "length": 60}))
+    assert "holds 3 blocks; spec.json says 60 datapoints, 12 to a block" in survey(tmp_path / "d").problems[0]

@@ -119,6 +119,10 @@ class Readable:
 
         return to_arrow(self, mask)
 
+    def to_pandas(self, mask: Any = None) -> Any:
+        """The dataset as a ``pandas.DataFrame``, by way of ``to_arrow``."""
+        return self.to_arrow(mask).to_pandas()
+
     def to_hf(self, mask: Any = None) -> Any:
         """The dataset as a Hugging Face ``datasets.Dataset`` (see ``ffrecord.dataset.export``)."""
         from .export import to_hf
