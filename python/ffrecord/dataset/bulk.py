@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import columns, sequence
+from .codecs import BUILTIN
 from .errors import DatapointError
 from .spec import Field
 
@@ -168,13 +169,5 @@ def _sequence(field: Field, encode: Callable, value: Any, index: int) -> bytes:
 
 
 _NUMBERS = {"int": "int64", "float": "float64"}
-_BUILTIN_ENCODERS: dict[str, Callable] = {}
-
-
-def _builtin_encoders() -> None:
-    from .codecs import BUILTIN
-
-    _BUILTIN_ENCODERS.update({name: BUILTIN[name].encode for name in ("int", "float", "bytes", "utf8")})
-
-
-_builtin_encoders()
+# The built-in encoders that a batch bypasses (the values written from arrays or buffers).
+_BUILTIN_ENCODERS = {name: BUILTIN[name].encode for name in ("int", "float", "bytes", "utf8")}

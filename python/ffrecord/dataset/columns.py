@@ -66,10 +66,11 @@ class Layout:
     values: int
 
     @classmethod
-    def of(cls, field: Field, values: int, block: int | None = None) -> Layout:
-        one = value_dtype(field)
-        per = field.block if block is None else values_per_block(field, block)
-        return cls(np.dtype(FIXED_TYPES[field.type]), field.shape, one.itemsize, per, values)
+    def of(cls, field: Field, values: int, block_bytes: int | None = None) -> Layout:
+        """The layout of ``values`` values of ``field``: its own ``block``, or blocks of
+        about ``block_bytes`` when given."""
+        per = field.block if block_bytes is None else values_per_block(field, block_bytes)
+        return cls(np.dtype(FIXED_TYPES[field.type]), field.shape, value_dtype(field).itemsize, per, values)
 
     @property
     def blocks(self) -> int:

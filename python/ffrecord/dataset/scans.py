@@ -58,7 +58,7 @@ def _stacked(field: Any, values: list[Any]) -> Any:
         dtype = np.dtype(FIXED_TYPES[field.type])
     else:
         dtype = np.dtype(np.int64 if field.type == "int" else np.float64)
-    if values and not all(isinstance(v, (int, float, bool, np.ndarray, np.generic)) for v in values[:1]):
+    if values and not isinstance(values[0], (int, float, bool, np.ndarray, np.generic)):
         return values  # a user decoder's values: as they are
     try:
         return np.array(values, dtype).reshape(len(values), *field.shape)
