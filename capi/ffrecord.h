@@ -346,6 +346,26 @@ int32_t ffr_reader_file_header(int64_t handle, uint64_t i, uint64_t *offsets,
 int32_t ffr_reader_read_ranges(int64_t handle, const uint64_t *triples, uint64_t n, void *dst,
                                uint64_t dst_len);
 
+/* Gathers values of a column file (see core's format spec, "Column blocks"): the file holds
+ * nvalues values of width bytes each, per_block of them to a sample (the last sample the
+ * rest). Value indices[k] is copied to dst[k*width .. (k+1)*width) (duplicates and any order
+ * allowed). Each block holding one of them is read once, its size checked against the
+ * layout and, with FFR_CHECK_DATA, its CRC-32. A layout of a zero width or per_block, or
+ * of blocks over 1 GiB, is FFR_E_INVALID; one whose block count is not the file's sample
+ * count, or a block of another size, FFR_E_CORRUPT; a damaged block FFR_E_CHECKSUM, the
+ * message naming the block and the values it holds ("column block 3: values 3072 to
+ * 4095"). An index at or past nvalues is FFR_E_INDEX, dst_len < n*width FFR_E_SHORTBUF;
+ * nothing is read then. */
+int32_t ffr_reader_read_values(int64_t handle, uint64_t nvalues, uint64_t width, uint64_t per_block,
+                               const uint64_t *indices, uint64_t n, void *dst, uint64_t dst_len);
+
+/* Values [start, start+count) of a column file (layout, checks and errors as for
+ * ffr_reader_read_values) into dst: the blocks the range covers whole are read straight
+ * into dst by one batch read, the partial first and last ones through a scratch buffer. */
+int32_t ffr_reader_read_value_range(int64_t handle, uint64_t nvalues, uint64_t width,
+                                    uint64_t per_block, uint64_t start, uint64_t count, void *dst,
+                                    uint64_t dst_len);
+
 /* Reads windows of an item stream, widened to int64, with one ranged read (as
  * ffr_reader_read_ranges): the stream is the items of samples 0..nsamples-1 concatenated
  * (the token ids of tokenized documents, say); sample k's items are little-endian unsigned

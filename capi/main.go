@@ -264,6 +264,20 @@ func ffr_reader_read_ranges(handle C.int64_t, triples *C.ffr_cu64, n C.uint64_t,
 	return C.int32_t(abi.ReaderReadRanges(int64(handle), unsafe.Pointer(triples), uint64(n), dst, uint64(dstLen)))
 }
 
+//export ffr_reader_read_values
+func ffr_reader_read_values(handle C.int64_t, values, width, perBlock C.uint64_t, indices *C.ffr_cu64, n C.uint64_t,
+	dst unsafe.Pointer, dstLen C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderReadValues(int64(handle), uint64(values), uint64(width), uint64(perBlock),
+		unsafe.Pointer(indices), uint64(n), dst, uint64(dstLen)))
+}
+
+//export ffr_reader_read_value_range
+func ffr_reader_read_value_range(handle C.int64_t, values, width, perBlock, start, count C.uint64_t,
+	dst unsafe.Pointer, dstLen C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderReadValueRange(int64(handle), uint64(values), uint64(width),
+		uint64(perBlock), uint64(start), uint64(count), dst, uint64(dstLen)))
+}
+
 //export ffr_reader_read_windows
 func ffr_reader_read_windows(handle C.int64_t, starts *C.ffr_ci64, dataOffsets *C.ffr_cu64, nsamples C.uint64_t,
 	itemSize C.uint32_t, separator C.int64_t, blocks *C.ffr_cu64, n C.uint64_t, stride, width C.uint64_t,

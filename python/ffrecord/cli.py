@@ -528,6 +528,8 @@ def _cat_dataset(args: argparse.Namespace, kind: str, out: Any) -> None:
         for index in _all_indices(args.indices, len(dataset)):
             if raw:
                 value = dataset[index, [args.field]][args.field]
+                if not isinstance(value, (bytes, list)):  # a column's value: its stored bytes
+                    value = dataset.read_columns([index], [args.field])[args.field][0].tobytes()
                 out.writelines(value if isinstance(value, list) else [value])
             else:
                 out.write(format_datapoint(dataset[index]).encode() + b"\n")

@@ -104,7 +104,10 @@ def _show(args: argparse.Namespace) -> int:
             field_reader = getattr(dataset, "field_reader", None)
             if field_reader is None:
                 raise _UsageError("--out needs a plain (not sharded) dataset")
-            data = field_reader(args.field).read_one(indices[0])
+            if dataset.fields[args.field].block is not None:  # a column: the value's stored bytes
+                data = dataset.read_columns([indices[0]], [args.field])[args.field][0].tobytes()
+            else:
+                data = field_reader(args.field).read_one(indices[0])
             with open(args.out, "wb") as out:
                 out.write(memoryview(data))
             print(f"wrote {len(memoryview(data).cast('B')):,} bytes of datapoint {indices[0]} "

@@ -376,7 +376,10 @@ def chunk_bounds(source: Any, chunk_size: int) -> np.ndarray:
     if callable(getattr(source, "field_reader", None)):  # a structured dataset: its largest field
         names = list(source.fields)
         sizes = [source.field_reader(name).file_info(0).data_bytes for name in names]
-        return _reader_chunk_bounds(source.field_reader(names[int(np.argmax(sizes))]), chunk_size)
+        name = names[int(np.argmax(sizes))]
+        bounds = _reader_chunk_bounds(source.field_reader(name), chunk_size)
+        block = source.fields[name].block  # a column's samples are blocks of datapoints
+        return bounds if block is None else np.minimum(bounds * block, len(source))
     raise TypeError(f"cannot find the chunks of {type(source).__name__}: pass the bounds yourself")
 
 

@@ -182,6 +182,29 @@ class FileWriter(ClosesOrAborts):
         for sample in samples:
             write_one(sample)
 
+    def write_batch(self, data: Any, sizes: Any) -> None:
+        """Appends ``len(sizes)`` samples stored back to back in ``data`` (any C-contiguous
+        buffer), ``sizes[k]`` bytes each, by one native call: what ``write_one`` of each
+        would store. ``ValueError``, with nothing written, when the sizes do not add up to
+        the buffer's length or the batch would pass ``n``.
+
+        >>> w.write_batch(b"abbccc", [1, 2, 3])               # doctest: +SKIP
+        """
+        flat = _flat_bytes(data)
+        lengths = np.ascontiguousarray(sizes, np.uint64).reshape(-1)
+        if int(lengths.sum(dtype=np.uint64)) != flat.nbytes:
+            raise ValueError(f"the sizes add up to {int(lengths.sum())} bytes, the buffer holds {flat.nbytes}")
+        dll, handle = self._live()
+        with self._lock:
+            if not self._handle:
+                raise self._closed_error()
+            self._flush(dll, handle)
+            if len(lengths):
+                status = dll.ffr_writer_write_batch(handle, flat.ctypes.data, lengths.ctypes.data, len(lengths))
+                if status:
+                    _lib.raise_status(status)
+            self.count += len(lengths)
+
     def _write_now(self, data: Any) -> None:
         """Writes a sample that cannot wait (a buffer that may change, a large one) after
         flushing the samples gathered before it."""

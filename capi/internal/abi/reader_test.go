@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/ffrecord/ffrecord/core"
 )
 
 // checkGolden reads every sample of golden file name through h, whose samples start at
@@ -193,6 +195,45 @@ func TestReaderReadRanges(t *testing.T) {
 	expect(t, StatusInvalid, func() int32 { return ReaderReadRanges(h, nil, 1, ptr(dst), 8) }, "triples is NULL")
 	expect(t, StatusInvalid, func() int32 { return ReaderReadRanges(h, ptr(triples), 1, nil, 8) }, "dst is NULL")
 	expect(t, StatusInvalid, func() int32 { return ReaderReadRanges(h, ptr(triples), 1<<62, ptr(dst), 8) }, "larger than any buffer")
+}
+
+// TestReaderReadValues: a column of nine 2-byte values, 4 to a block: gathered and ranged values are its bytes; a layout that does not fit, an
+// index past the end, short and NULL buffers are refused naming what is wrong.
+func TestReaderReadValues(t *testing.T) {
+	noLeaks(t)
+	path := filepath.Join(t.TempDir(), "col.ffr")
+	blocks := [][]byte{bytes.Repeat([]byte{1}, 8), bytes.Repeat([]byte{2}, 8), {3, 3}}
+	w, err := core.Create(path, 3, core.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range blocks {
+		if err := w.WriteOne(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h := openReader(t, FlagCheckData, path)
+	dst := make([]byte, 8)
+	must(t, func() int32 { return ReaderReadValues(h, 9, 2, 4, ptr([]uint64{8, 0, 5}), 3, ptr(dst), 8) })
+	if !bytes.Equal(dst[:6], []byte{3, 3, 1, 1, 2, 2}) {
+		t.Fatalf("gathered %v", dst[:6])
+	}
+	must(t, func() int32 { return ReaderReadValueRange(h, 9, 2, 4, 3, 4, ptr(dst), 8) })
+	if !bytes.Equal(dst, []byte{1, 1, 2, 2, 2, 2, 2, 2}) {
+		t.Fatalf("range %v", dst)
+	}
+	must(t, func() int32 { return ReaderReadValues(h, 9, 2, 4, nil, 0, nil, 0) })
+	expect(t, StatusIndex, func() int32 { return ReaderReadValues(h, 9, 2, 4, ptr([]uint64{9}), 1, ptr(dst), 8) }, "value 9")
+	expect(t, StatusIndex, func() int32 { return ReaderReadValueRange(h, 9, 2, 4, 8, 2, ptr(dst), 8) }, "values [8, 10)")
+	expect(t, StatusCorrupt, func() int32 { return ReaderReadValues(h, 9, 2, 2, ptr([]uint64{1}), 1, ptr(dst), 8) }, "takes 5 blocks; the file holds 3")
+	expect(t, StatusCorrupt, func() int32 { return ReaderReadValues(h, 10, 2, 4, ptr([]uint64{9}), 1, ptr(dst), 8) }, "column block 2: values 8 to 9")
+	expect(t, StatusInvalid, func() int32 { return ReaderReadValues(h, 9, 0, 4, nil, 0, nil, 0) }, "at least 1")
+	expect(t, StatusShortBuf, func() int32 { return ReaderReadValueRange(h, 9, 2, 4, 0, 9, ptr(dst), 8) })
+	expect(t, StatusInvalid, func() int32 { return ReaderReadValues(h, 9, 2, 4, nil, 1, ptr(dst), 8) }, "indices is NULL")
+	expect(t, StatusInvalid, func() int32 { return ReaderReadValueRange(h, 9, 2, 4, 0, 1, nil, 8) }, "dst is NULL")
 }
 
 func TestReaderBadArguments(t *testing.T) {

@@ -140,6 +140,11 @@ class Source:
         """``(record, datapoint)`` pairs of the unit, ``record`` naming it in errors."""
         raise NotImplementedError
 
+    def read_columns(self, unit: Any) -> Iterator[dict[str, Any]] | None:
+        """The unit as batches of columns (``DatasetWriter.append_batch``'s), for a source
+        that has them (record k of the unit is its datapoint k); None: datapoint by datapoint."""
+        return None
+
     def close(self) -> None:
         """Releases what the source holds (e.g. a downloaded copy); called when ``run`` ends."""
 
@@ -219,7 +224,17 @@ class _Job:
         source = self.source
         with DatasetWriter(shard, self.spec, source.encoders, length=count,
                            metadata=source.metadata) as writer:
-            for record, datapoint in source.read(unit):
+            batches = source.read_columns(unit)
+            for columns in batches or ():
+                try:
+                    written = writer.append_batch(columns)
+                except CodecError as exc:
+                    raise source_error(unit, exc.index, f"field {exc.field!r}: {exc}") from exc
+                except ValueError as exc:  # more than its index says
+                    raise source_error(unit, len(writer), str(exc)) from exc
+                advance(len(written))
+                check_cancelled(len(writer), cancelled)
+            for record, datapoint in () if batches is not None else source.read(unit):
                 if len(writer) == count:
                     raise source_error(unit, record, f"one record more than the {count} its index says")
                 try:

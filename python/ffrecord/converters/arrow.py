@@ -235,6 +235,15 @@ def iso_duration(count: int, digits: int) -> str:
     return f"{'-' if count < 0 else ''}PT{text}S"
 
 
+def column_batch(column: Any, kind: str, file: Any, name: str, first_row: int) -> Any:
+    """One column of a batch as ``append_batch`` takes it: the Arrow array itself for an
+    ``int``, ``float``, ``utf8`` or ``bytes`` field (written from its buffers), else the
+    Python values of ``column_values``."""
+    if kind in ("int", "float", "utf8", "bytes") and not _is_hf_image(column.type) and not column.null_count:
+        return column
+    return column_values(column, kind, file, name, first_row)
+
+
 class _ArrowSource(Source):
     """A source whose units yield Arrow record batches."""
 
@@ -245,6 +254,18 @@ class _ArrowSource(Source):
 
     def _batches(self, unit: str) -> Iterator[Any]:
         raise NotImplementedError
+
+    def read_columns(self, unit: str) -> Iterator[dict[str, Any]]:
+        """Each record batch of the unit as columns (see ``column_batch``)."""
+        row = 0
+        try:
+            for batch in self._batches(unit):
+                if str(batch.schema) != self.schema_text:
+                    raise source_error(unit, row, f"the columns differ from the first file's:\n{batch.schema}")
+                yield {name: column_batch(batch.column(name), kind, unit, name, row) for name, kind in self.spec.items()}
+                row += batch.num_rows
+        except _ARROW_ERRORS as exc:
+            raise source_error(unit, row, f"cannot be read: {type(exc).__name__}: {exc}") from None
 
     def read(self, unit: str) -> Iterator[tuple[Any, dict[str, Any]]]:
         row = 0

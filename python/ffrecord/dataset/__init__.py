@@ -28,6 +28,7 @@ from .codecs import BUILTIN as BUILTIN_CODECS
 from .errors import (CodecError, CorruptDatasetError, DatapointError, DatasetChangedError,
                      DatasetError, IncompleteDatasetError, MaskError, MissingDependencyError,
                      SequenceRangeError, SpecError, UnsupportedVersionError)
+from .arrow_import import from_arrow
 from .mixture import Mixture
 from .reader import DatasetReader, Readable, ShardedDatasetReader
 from .spec import SPEC_FILE
@@ -39,7 +40,7 @@ __all__ = [
     "DatasetReader", "DatasetWriter", "IncompleteDatasetError", "MaskError",
     "MissingDependencyError", "Mixture", "Readable", "SequenceRangeError",
     "ShardedDatasetReader", "ShardedDatasetWriter", "SpecError", "UnsupportedVersionError",
-    "dataset_kind", "open_dataset",
+    "dataset_kind", "from_arrow", "open_dataset",
 ]
 
 

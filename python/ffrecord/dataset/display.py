@@ -42,6 +42,7 @@ import numpy as np
 from ..errors import CorruptFileError
 from .codecs import BUILTIN
 from .errors import DatasetError
+from .columns import value_dtype
 from .spec import parse_spec
 
 # Types whose built-in decoders give values worth showing as they are (or as arrays); any
@@ -261,6 +262,10 @@ def field_sizes(dataset: Any, name: str) -> np.ndarray:
     members = getattr(dataset, "members", [dataset])
     parts = []
     for member in members:
+        field = member.fields[name]
+        if field.block is not None:  # a column: every value its type's size
+            parts.append(np.full(len(member), value_dtype(field).itemsize, np.int64))
+            continue
         reader = member.field_reader(name)
         parts.append(np.asarray(reader.sizes(np.arange(len(member), dtype=np.uint64)), np.int64))
     return np.concatenate(parts) if parts else np.empty(0, np.int64)

@@ -19,7 +19,7 @@ from .. import _counters as counters
 from .. import _remote
 from .._indices import index_array, one_index
 from ..reader import FileReader
-from . import codecs, sequence
+from . import codecs, columns, scans, sequence
 from .datapoint import DatapointReads, FieldDecodeFailed
 from .errors import (CodecError, CorruptDatasetError, DatasetChangedError, IncompleteDatasetError,
                      MaskError, SequenceRangeError, SpecError)
@@ -91,11 +91,38 @@ class Readable:
 
         return train_test_split(self, test_size, seed, shuffle)
 
+    def read_columns(self, indices: Any, mask: Any = None) -> dict[str, Any]:
+        """The fields ``mask`` selects of the datapoints at ``indices``, as columns: a numpy
+        array ``(n, *shape)`` for each fixed-size, ``int`` and ``float`` field, a list for
+        the others (see ``ffrecord.dataset.scans``)."""
+        from .scans import columns_of_rows
+
+        return columns_of_rows(self, indices, mask)
+
+    def iter_batches(self, batch_size: int = 65536, columns: Any = None, *, arrow: bool = False) -> Any:
+        """Consecutive batches of ``batch_size`` datapoints as ``read_columns`` dicts (or
+        Arrow record batches with ``arrow=True``) of the fields ``columns`` names."""
+        from .scans import iter_batches
+
+        return iter_batches(self, batch_size, columns, arrow)
+
+    def where(self, condition: Any) -> Any:
+        """A ``View`` of the datapoints where ``condition`` holds: a boolean array of
+        ``len(self)``, or a function of a ``Columns`` (whole columns by name, read on first
+        use) returning one, e.g. ``reader.where(lambda c: c["label"] == 3)``."""
+        from .scans import where
+
+        return where(self, condition)
+
     def to_arrow(self, mask: Any = None) -> Any:
         """The dataset as a ``pyarrow.Table`` (see ``ffrecord.dataset.export``)."""
         from .export import to_arrow
 
         return to_arrow(self, mask)
+
+    def to_pandas(self, mask: Any = None) -> Any:
+        """The dataset as a ``pandas.DataFrame``, by way of ``to_arrow``."""
+        return self.to_arrow(mask).to_pandas()
 
     def to_hf(self, mask: Any = None) -> Any:
         """The dataset as a Hugging Face ``datasets.Dataset`` (see ``ffrecord.dataset.export``)."""
@@ -250,7 +277,7 @@ class DatasetReader(Readable):
         self.decoders = decoders
         self.cache_keys = tuple(cache_keys)
         self.check_data = bool(check_data)
-        self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._cache: dict[str, Any] = {}  # held fields: (buffer, offsets), a column's array
         self._cache_lock = threading.Lock()
         self._joint: FileReader | None = None  # every field's file, for one call per batch
         early = self._open_remembered_fields()
@@ -275,7 +302,7 @@ class DatasetReader(Readable):
         self._held = set(self.cache_keys) | (self._small_fields() if self._remote else set())
         # Datapoints of plain fields read one at a time: one native call for all fields.
         self._single: DatapointReads | None = None
-        if not self._held and not any(field.sequence for field in self._fields.values()):
+        if not self._held and not any(field.sequence or field.block for field in self._fields.values()):
             self._single = DatapointReads(list(self._readers.values()), list(self._fields),
                                           [self._decoders[name] for name in self._fields])
 
@@ -351,7 +378,12 @@ class DatasetReader(Readable):
             reader = opening.result()
         else:  # not started, or failed: opened now, to fail (or not) as it would have
             reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins))
-        if reader.n != self._length:
+        if field.block is not None:
+            if reader.n != -(-self._length // field.block):
+                reader.close()
+                raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} blocks; spec.json "
+                                          f"says {self._length} datapoints, {field.block} to a block")
+        elif reader.n != self._length:
             reader.close()
             raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} datapoints; "
                                       f"spec.json says {self._length}")
@@ -411,6 +443,33 @@ class DatasetReader(Readable):
         names = list(columns)
         return [dict(zip(names, values)) for values in zip(*columns.values())]
 
+    def read_columns(self, indices: Any, mask: Any = None) -> dict[str, Any]:
+        """The selected fields of the datapoints at ``indices`` as columns (see
+        ``ffrecord.dataset.scans``): a column field's values by one native call (a run of
+        indices read straight into the array), an ``int``/``float`` field's by one batch
+        read, the others as lists."""
+        if isinstance(indices, range) and indices.step == 1 and 0 <= indices.start <= indices.stop <= self._length:
+            run, idx = (indices.start, indices.stop), np.arange(indices.start, indices.stop)
+        else:
+            idx = self._indices(indices)
+            run = scans.run_of(idx)
+        selection = parse_mask(mask, self._fields)
+        out: dict[str, Any] = {}
+        for name, chosen in selection.items():
+            field = self._fields[name]
+            if field.block is not None:
+                out[name] = self.column_values(name, idx) if run is None else self.column_range(name, *run)
+                continue
+            dtype = None if field.sequence else scans.number_dtype(self._decoders[name])
+            if dtype is not None:
+                buf, starts, ends = self._whole(field, idx)
+                numbers = _numbers(buf, starts, ends, dtype)
+                if numbers is not None:
+                    out[name] = numbers
+                    continue
+            out[name] = self._read_field(field, chosen, idx, None, self._decoders[name])
+        return out
+
     def prefetch(self, indices: Any, mask: Any = None) -> int:
         """Starts bringing the datapoints at ``indices`` (the fields ``mask`` selects) closer
         and returns at once, as ``FileReader.prefetch`` does for each field's file: into the
@@ -420,8 +479,13 @@ class DatasetReader(Readable):
         >>> reader.prefetch([7, 3]); reader.read([7, 3])   # doctest: +SKIP
         """
         idx = self._indices(indices)
-        return sum(self._readers[name].prefetch(idx) for name in parse_mask(mask, self._fields)
-                   if name not in self._held)
+        return sum(self._readers[name].prefetch(self._samples_of(name, idx))
+                   for name in parse_mask(mask, self._fields) if name not in self._held)
+
+    def _samples_of(self, name: str, idx: np.ndarray) -> np.ndarray:
+        """The samples of field ``name``'s file that hold datapoints ``idx``: a column's blocks."""
+        block = self._fields[name].block
+        return idx if block is None else np.unique(idx // block)
 
     def available(self, index: int) -> dict[str, int | bool]:
         idx = np.array([one_index(index, self._length)], np.int64)
@@ -443,6 +507,7 @@ class DatasetReader(Readable):
         are not held in memory), read by one call for all of them: one request plan, the
         fields' requests in flight together. Empty when local or a single field."""
         names = [name for name, chosen in selection.items() if name not in self._held
+                 and self._fields[name].block is None
                  and (chosen is WHOLE or not self._fields[name].sequence)]
         if not self._remote or len(names) < 2 or not len(idx):
             return {}
@@ -461,6 +526,8 @@ class DatasetReader(Readable):
     def _read_field(self, field: Field, chosen: Selection, idx: np.ndarray, whole: Any,
                     decode: Callable) -> list[Any]:
         """``decode``: the plain field's decoder (sequences' elements take the reader's)."""
+        if field.block is not None:
+            return columns.as_python(self.column_values(field.name, idx))
         if not field.sequence:
             buf, starts, ends = whole or self._whole(field, idx)
             return self._decode_values(field, buf, starts, ends, idx, decode)
@@ -468,6 +535,38 @@ class DatasetReader(Readable):
             buf, starts, ends = whole or self._whole(field, idx)
             return self._sequences_from_samples(field, chosen, buf, starts, ends, idx)
         return self._sequence_ranges(field, chosen, idx)
+
+    def column_values(self, name: str, idx: np.ndarray) -> np.ndarray:
+        """The values of column field ``name`` at ``idx`` (``int64``, in range) as an array
+        ``(len(idx), *shape)``: one native call (or none, held in memory)."""
+        if name in self._held:
+            return self._held_column(name)[idx]
+        return columns.gather(self._readers[name], self._layout(name), idx, self._where(name))
+
+    def column_range(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Values ``[start, stop)`` of column field ``name``, the blocks read straight into
+        the array."""
+        if name in self._held:
+            return self._held_column(name)[start:stop]
+        return columns.value_range(self._readers[name], self._layout(name), start, stop, self._where(name))
+
+    def _layout(self, name: str) -> columns.Layout:
+        return columns.Layout.of(self._fields[name], self._length)
+
+    def _where(self, name: str) -> str:
+        return f"{self.directory}: field {name!r} ({self._fields[name].spec})"
+
+    def _held_column(self, name: str) -> np.ndarray:
+        held = self._cache.get(name)
+        if held is None:
+            with self._cache_lock:
+                held = self._cache.get(name)
+                if held is None:
+                    held = columns.value_range(self._readers[name], self._layout(name), 0, self._length,
+                                               self._where(name))
+                    held.flags.writeable = False
+                    self._cache[name] = held
+        return held
 
     def _whole(self, field: Field, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The whole samples of ``idx``: a buffer and each sample's start and end in it."""
@@ -508,13 +607,10 @@ class DatasetReader(Readable):
 
     def _decode_values(self, field: Field, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                        idx: np.ndarray, decode: Callable) -> list[Any]:
-        width = codecs.FIXED_WIDTH.get(decode)
-        if width is not None and len(starts) and ((ends - starts) == 8).all():
-            # The buffer is the values back to back only for a batch read; a held field's
-            # holds every datapoint, in file order.
-            in_order = len(buf) == 8 * len(starts) and (starts == np.arange(0, len(buf), 8)).all()
-            gathered = buf if in_order else _gather(buf, starts, 8)
-            return np.frombuffer(gathered, width).tolist()
+        dtype = scans.number_dtype(decode)
+        numbers = None if dtype is None else _numbers(buf, starts, ends, dtype)
+        if numbers is not None:
+            return numbers.tolist()
         view = memoryview(buf)
         values = []
         for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
@@ -799,6 +895,18 @@ def _joined(arrays: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays) if arrays else np.empty(0, np.uint64)
 
 
+def _numbers(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
+    """The 8-byte numbers of samples ``[starts, ends)`` of ``buf`` as an array of ``dtype``;
+    None unless every sample is 8 bytes (an empty batch: an empty array). The buffer is the
+    values back to back for a batch read; a held field's holds every datapoint, in file order."""
+    if not len(starts):
+        return np.empty(0, dtype)
+    if not ((ends - starts) == 8).all():
+        return None
+    in_order = len(buf) == 8 * len(starts) and (starts == np.arange(0, len(buf), 8)).all()
+    return np.frombuffer(buf if in_order else _gather(buf, starts, 8), dtype)
+
+
 def _gather(buf: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
     """The ``width`` bytes at each of ``starts`` in ``buf``, back to back."""
     return buf[starts[:, None] + np.arange(width)].reshape(-1)
@@ -815,6 +923,20 @@ class Routed(Readable):
 
     def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
         return self._gathered(indices, lambda member, local: member.read(local, mask))
+
+    def read_columns(self, indices: Any, mask: Any = None) -> dict[str, Any]:
+        """Each member's ``read_columns`` of its part of ``indices``, put together."""
+        if not all(isinstance(m, Readable) for m in self.members):
+            return super().read_columns(indices, mask)
+        idx = self._indices(indices)
+        if not len(idx):  # still checks the mask
+            return self.members[0].read_columns(idx, mask)
+        member, local = self._route(idx)
+        parts = []
+        for m in np.unique(member).tolist():
+            where = np.flatnonzero(member == m)
+            parts.append((where, self.members[m].read_columns(local[where], mask)))
+        return scans.scatter(parts, len(idx))
 
     def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
         """Each member's ``__getitems__`` (see ``DatasetReader.__getitems__``)."""

@@ -16,7 +16,7 @@ from .. import _remote
 from .._progress import ProgressBar
 from ..errors import clean_up_after
 from ..writer import ClosesOrAborts, FileWriter
-from . import codecs, sequence
+from . import bulk, codecs, columns, sequence
 from .claim import Claim, RemoteClaim
 from .errors import CodecError, DatapointError
 from .spec import SPEC_FILE, Field, completed_meanwhile, parse_spec, sync_directory, write_spec
@@ -72,8 +72,8 @@ class DatasetWriter(ClosesOrAborts):
                  encoders: Mapping[str, Callable] | None = None, *, length: int | None = None,
                  storage_options: dict[str, Any] | None = None,
                  metadata: Mapping[str, Any] | None = None, progress: bool = False,
-                 durable: bool = True) -> None:
-        self._writers: dict[str, FileWriter] = {}
+                 durable: bool = True, block_bytes: int = columns.BLOCK_BYTES) -> None:
+        self._writers: dict[str, FileWriter | columns.ColumnWriter] = {}
         self._placed: dict[str, os.stat_result] = {}  # field files this writer moved into place
         self._staging: str | None = None
         self._claim: Claim | RemoteClaim | None = None
@@ -84,7 +84,7 @@ class DatasetWriter(ClosesOrAborts):
         self.storage_options = storage_options
         location = os.fsdecode(_remote.local_path(directory))
         self.url = location if _remote.is_url(location) else None
-        self._fields = parse_spec(spec)
+        self._fields = columns.as_columns(parse_spec(spec), encoders, block_bytes)
         self._encoders = codecs.resolve(self._fields, encoders, "encode")
         if self.url is not None:
             _remote.check_writable(self.url)
@@ -106,8 +106,8 @@ class DatasetWriter(ClosesOrAborts):
         try:
             self._claim_directory()
             for name, field in self._fields.items():
-                self._writers[name] = FileWriter(self.directory / field.file, length,
-                                                 compression=field.compression, durable=durable)
+                self._writers[name] = columns.field_writer(self.directory / field.file, field, length,
+                                                           durable)
         except BaseException as exc:
             clean_up_after(exc, self.abort)
             raise
@@ -163,6 +163,35 @@ class DatasetWriter(ClosesOrAborts):
         self._bar.update(1)
         return index
 
+    def append_batch(self, columns: Any) -> range:
+        """Appends a batch of datapoints given as columns: ``{field: values}`` with values of
+        the same length for every field of the spec (numpy arrays, Arrow arrays, torch
+        tensors, lists; or an Arrow table), written with one native call per field (see
+        ``ffrecord.dataset.bulk``). Returns the batch's indices. Every field is encoded
+        before any is written: a bad value raises ``CodecError`` or ``DatapointError``
+        naming the field and the datapoint, and writes nothing."""
+        if self._closed:
+            raise ValueError(f"I/O operation on closed {type(self).__name__}")
+        given, n = bulk.batch_columns(columns, self._fields)
+        return self._append_encoded(bulk.encode(self._fields, self._encoders, given, n, self._length), n)
+
+    def _append_encoded(self, encoded: dict[str, bulk.Encoded], n: int) -> range:
+        """Writes ``n`` datapoints encoded by ``bulk.encode``."""
+        first = self._length
+        if self._expected is not None and first + n > self._expected:
+            raise ValueError(f"{self.directory}: the dataset was created for length={self._expected} "
+                             f"datapoints; {n} more after {first} are too many")
+        try:
+            for name, part in encoded.items():
+                part.write(self._writers[name])
+        except BaseException:
+            self.abort()
+            raise
+        self._size += sum(part.nbytes for part in encoded.values())
+        self._length += n
+        self._bar.update(n)
+        return range(first, first + n)
+
     def _encode(self, datapoint: Any, index: int) -> dict[str, bytes]:
         if not isinstance(datapoint, Mapping):
             raise DatapointError(f"datapoint {index} must be a dict, not {type(datapoint).__name__}",
@@ -208,6 +237,9 @@ class DatasetWriter(ClosesOrAborts):
         self._closed = True
         self._bar.__exit__()
         try:
+            if self._expected is not None and self._length != self._expected:
+                raise ValueError(f"{self.directory}: closed after {self._length} datapoints; the "
+                                 f"dataset was created for length={self._expected}")
             # Each close fsyncs its file; the library releases the GIL, so they overlap.
             with ThreadPoolExecutor(len(self._writers)) as pool:
                 for future in [pool.submit(self._place, name) for name in self._writers]:
@@ -366,7 +398,8 @@ class ShardedDatasetWriter(ClosesOrAborts):
     def __init__(self, directory: Any, spec: Mapping[str, str],
                  encoders: Mapping[str, Callable] | None = None, shardlen: int | None = None,
                  shardstart: int = 0, shardstep: int = 1, *, length: int | None = None,
-                 storage_options: dict[str, Any] | None = None, durable: bool = True) -> None:
+                 storage_options: dict[str, Any] | None = None, durable: bool = True,
+                 block_bytes: int = columns.BLOCK_BYTES) -> None:
         if shardlen is not None and shardlen < 1:
             raise ValueError(f"shardlen must be at least 1, got {shardlen}")
         if shardstart < 0 or shardstep < 1:
@@ -378,9 +411,10 @@ class ShardedDatasetWriter(ClosesOrAborts):
             _remote.check_writable(str(self.directory))
         self.storage_options = storage_options
         self.durable = bool(durable)
-        self._fields = parse_spec(spec)
-        codecs.resolve(self._fields, encoders, "encode")  # fails now rather than at the first append
+        self._fields = columns.as_columns(parse_spec(spec), encoders, block_bytes)
+        self._resolved = codecs.resolve(self._fields, encoders, "encode")  # fails now, not at an append
         self._encoders = encoders
+        self.block_bytes = block_bytes
         self.shardlen = shardlen
         self.length = length
         self._next_shard = shardstart
@@ -410,6 +444,35 @@ class ShardedDatasetWriter(ClosesOrAborts):
     def append(self, datapoint: Mapping[str, Any]) -> int:
         """Appends one datapoint to the current shard; returns its index among the datapoints
         of this writer."""
+        writer = self._current()
+        index = len(self)
+        writer.append(datapoint)
+        if len(writer) in (self.shardlen, writer._expected):
+            self._finish_shard()
+        return index
+
+    def append_batch(self, columns: Any) -> range:
+        """Appends a batch given as columns (see ``DatasetWriter.append_batch``), cut at the
+        shards' ends; every field is encoded before anything is written. Returns the
+        batch's indices among the datapoints of this writer."""
+        if self._closed:
+            raise ValueError(f"I/O operation on closed {type(self).__name__}")
+        given, n = bulk.batch_columns(columns, self._fields)
+        first = len(self)
+        encoded = bulk.encode(self._fields, self._resolved, given, n, first)
+        at = 0
+        while at < n:
+            writer = self._current()
+            room = min([n, *(end - len(writer) for end in (self.shardlen, writer._expected) if end is not None)])
+            take = min(n - at, room)
+            writer._append_encoded({name: part[at:at + take] for name, part in encoded.items()}, take)
+            at += take
+            if len(writer) in (self.shardlen, writer._expected):
+                self._finish_shard()
+        return range(first, first + n)
+
+    def _current(self) -> DatasetWriter:
+        """The writer of the shard being filled, made when none is."""
         if self._closed:
             raise ValueError(f"I/O operation on closed {type(self).__name__}")
         if self._writer is None:
@@ -417,15 +480,11 @@ class ShardedDatasetWriter(ClosesOrAborts):
                 self._writer = DatasetWriter(self.directory / shard_name(self._next_shard), self.spec,
                                              self._encoders, length=self._shard_length(self._next_shard),
                                              storage_options=self.storage_options,
-                                             durable=self.durable)
+                                             durable=self.durable, block_bytes=self.block_bytes)
             except FileExistsError as exc:
                 raise FileExistsError(f"{exc}: shard {self._next_shard} is another writer's (do two "
                                       "writers have overlapping shardstart/shardstep?)") from None
-        index = len(self)
-        self._writer.append(datapoint)
-        if len(self._writer) in (self.shardlen, self._writer._expected):
-            self._finish_shard()
-        return index
+        return self._writer
 
     def _shard_length(self, number: int) -> int | None:
         """How many datapoints shard ``number`` holds, when the total is known."""
