@@ -260,20 +260,22 @@ class _ArrowSource(Source):
         row = 0
         try:
             for batch in self._batches(unit):
-                if str(batch.schema) != self.schema_text:
-                    raise source_error(unit, row, f"the columns differ from the first file's:\n{batch.schema}")
+                self._check_columns(batch, unit, row)
                 yield {name: column_batch(batch.column(name), kind, unit, name, row) for name, kind in self.spec.items()}
                 row += batch.num_rows
         except _ARROW_ERRORS as exc:
             raise source_error(unit, row, f"cannot be read: {type(exc).__name__}: {exc}") from None
 
+    def _check_columns(self, batch: Any, unit: str, row: int) -> None:
+        if _columns(batch.schema) != self.columns:
+            raise source_error(unit, row, f"the columns ({_columns(batch.schema)}) differ from "
+                                          f"the first file's ({self.columns})")
+
     def read(self, unit: str) -> Iterator[tuple[Any, dict[str, Any]]]:
         row = 0
         try:
             for batch in self._batches(unit):
-                if _columns(batch.schema) != self.columns:
-                    raise source_error(unit, row, f"the columns ({_columns(batch.schema)}) differ from "
-                                                  f"the first file's ({self.columns})")
+                self._check_columns(batch, unit, row)
                 columns = [column_values(batch.column(k), kind, unit, name, row)
                            for k, (name, kind) in enumerate(self.spec.items())]
                 for values in zip(*columns):
