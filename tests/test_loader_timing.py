@@ -24,10 +24,12 @@ from ffrecord.torch import DataLoader, Dataset  # noqa: E402
 
 from range_server import RangeServer  # noqa: E402
 
-BATCH, BATCHES = 8, 6
+BATCH, BATCHES = 8, 8
 N = BATCH * BATCHES
 SAMPLE = 4 << 10
-SLEEP = 0.04  # a slow stage's seconds per batch
+# a slow stage's seconds per batch: well above what a worker process's first read adds once
+# (its copy of the library loaded, its files opened), even on a busy machine
+SLEEP = 0.05
 STAGES = ("read", "transform", "collate", "transfer")
 MODES = {"0 workers": {},  # (torch takes a timeout for workers only)
          "processes": {"num_workers": 2, "timeout": 60},

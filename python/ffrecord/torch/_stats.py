@@ -173,7 +173,8 @@ class LoaderStats:
         fetch timed on the loop's clock: its hand-over ends when ``next`` returns)."""
         loop = self.loop
         start = now()
-        if self.fetches_here:
+        fetches_here = self.fetches_here
+        if fetches_here:
             _timing.use_clock(loop)
             loop.begin(start)
         try:
@@ -183,7 +184,7 @@ class LoaderStats:
             loop.wait += end - start
             loop.elapsed += end - self.last
             self.last = end
-        if self.fetches_here:
+        if fetches_here:
             loop.handed_over(at=end)
         return batch
 

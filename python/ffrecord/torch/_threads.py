@@ -161,13 +161,13 @@ class _Pipeline:
     def produce(self, index: Any, clock: _timing.Clock | None = None) -> Any:
         """The batch of ``index``: fetched, collated, pinned when asked; its stages marked
         on ``clock`` (the thread's, when the loader times them)."""
-        if clock is not None:
+        if clock is None:
+            batch = self.collate_fn(self.fetch(index))
+        else:
             clock.begin()
-        data = self.fetch(index)
-        if clock is not None:
+            data = self.fetch(index)
             clock.fetched(_transport.datapoints(data) if self.batched else 1)
-        batch = self.collate_fn(data)
-        if clock is not None:
+            batch = self.collate_fn(data)
             clock.collated()
         if self.columns_of is not None:
             batch = _transport.columns_as_views(batch)
