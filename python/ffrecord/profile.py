@@ -114,11 +114,12 @@ def load_loader(target: str) -> Any:
 
 
 def _workers(loader: Any) -> str:
+    """What fetches the loader's batches: "0 workers", "2 worker processes", "1 thread"."""
     n = loader.num_workers
     if n == 0:
         return "0 workers"
-    kind = "threads" if getattr(loader, "_on_threads", False) else "worker processes"
-    return f"{n} {kind if n > 1 else kind.replace('threads', 'thread').replace('processes', 'process')}"
+    kind = ("thread", "threads") if getattr(loader, "_on_threads", False) else ("worker process", "worker processes")
+    return f"{n} {kind[n > 1]}"
 
 
 def profile(loader: Any, batches: int = DEFAULT_BATCHES, target: str = "") -> Profile:

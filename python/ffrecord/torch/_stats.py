@@ -8,10 +8,11 @@ their readers did to a row of a table in shared memory after each batch they rea
 workers that exited (a finished epoch's) keep their share there.
 
 Timings (``ffrecord._timing``): each thread that fetches batches (a worker process's main
-thread, a loader thread, the training thread with 0 workers) adds its batches' stages to a
-row of the same table, in its timing columns; the training loop's own row (the last) holds
-its wait in ``iter()``/``next()``, its epochs' elapsed time, and its share of the hand-over
-(unpacking a worker's batch). ``LoaderStats.total`` adds it all up, in seconds;
+thread, a loader thread, the training thread with 0 workers) adds its batches' stages up on
+a clock: a worker process's writes its totals to its row of the same table (its timing
+columns) after each batch, this process's are read as they are. The training loop's clock
+holds its wait in ``iter()``/``next()``, its epochs' elapsed time, and its share of the
+hand-over (unpacking a worker's batch). ``LoaderStats.total`` adds it all up, in seconds;
 ``LoaderStats.epoch`` the difference between an epoch's start and the next one's.
 
 Without a cache every process reads its samples from the store in every epoch: the loader
@@ -61,12 +62,12 @@ class _Publisher:
         for reader in _dataset.readers_of(info.dataset):
             if reader.closed:
                 continue
-            now_ = [int(reader.stats()[name]) for name in _lib.STAT_NAMES]
+            counted = [int(reader.stats()[name]) for name in _lib.STAT_NAMES]
             ref, before = self.last.get(id(reader), (None, None))
             if ref is None or ref() is not reader:  # a reader not seen yet (its id may be reused)
-                before = [0] * len(now_)
-            self.row += torch.tensor([a - b for a, b in zip(now_, before)], dtype=torch.int64)
-            self.last[id(reader)] = (weakref.ref(reader), now_)
+                before = [0] * len(counted)
+            self.row += torch.tensor([a - b for a, b in zip(counted, before)], dtype=torch.int64)
+            self.last[id(reader)] = (weakref.ref(reader), counted)
 
 
 _publisher: _Publisher | None = None  # set in a loader worker with a row to publish to
@@ -130,8 +131,9 @@ class LoaderStats:
     """The counters of a loader's readers (the main process's and every worker's) and the
     timings of its threads, and the totals as each epoch began.
 
-    ``workers`` rows for the workers (``processes``: worker processes, which write theirs
-    in shared memory) and one for the training process. ``timing``: the stages are timed.
+    With worker ``processes``, a row of a table in shared memory for each worker, which
+    writes its counters and its clock's totals there; this process's clocks (the training
+    thread's, each loader thread's) are read as they are. ``timing``: the stages are timed.
 
     >>> stats = LoaderStats(workers=2)
     >>> stats.total([])["bytes_fetched"], stats.total([])["wait_s"]
