@@ -160,6 +160,14 @@ def _parser() -> argparse.ArgumentParser:
     cat.add_argument("--out", metavar="FILE", type=_path,
                      help="write to FILE instead of standard output")
 
+    profile = command("profile", _profile, "Run a DataLoader for some batches with a training step that "
+                                           "does nothing; print where its time goes (read, transform, "
+                                           "collate, transfer), its ceiling throughput and the stage to "
+                                           "fix (see docs/profiling.md).")
+    from .profile import add_arguments
+
+    add_arguments(profile)
+
     pack = command("pack", _pack, "Pack a folder into one .ffr file (pack_folder).")
     pack.add_argument("folder", metavar="FOLDER")
     pack.add_argument("out", metavar="OUT")
@@ -390,6 +398,12 @@ def _plan(args: argparse.Namespace) -> int:
                chunk_size=args.chunk_size, window=args.window, cached=args.cached,
                cache_limit=args.cache_limit)
     return 0
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from .profile import run
+
+    return run(args)
 
 
 def _verify(args: argparse.Namespace) -> int:

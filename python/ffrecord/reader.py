@@ -29,6 +29,7 @@ from ._handle import ReaderHandle, check_same_files
 from ._indices import index_array, one_index, unchecked_indices
 from ._paths import PathArg
 from ._single import SampleReads
+from ._timing import timed_read
 from ._verification import BadSample, Verification
 from .errors import FFRecordWarning, ObjectChangedError
 
@@ -85,6 +86,7 @@ class FileReader(ReaderHandle, Verification, FileDescription):
 
     # -- reading ----------------------------------------------------------------------
 
+    @timed_read
     def read(self, indices: Any) -> list[np.ndarray]:
         """Reads a batch: one zero-copy ``uint8`` array per index, all views of one buffer.
 
@@ -130,6 +132,7 @@ class FileReader(ReaderHandle, Verification, FileDescription):
         _lib.check(dll.ffr_reader_prefetch(handle, idx.ctypes.data, len(idx), ctypes.byref(queued)))
         return queued.value
 
+    @timed_read
     def read_batch(self, indices: Any, out: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Reads a batch back to back into one buffer, with no per-sample objects.
 
@@ -146,6 +149,7 @@ class FileReader(ReaderHandle, Verification, FileDescription):
         buf, sizes, _ = self._read(index_array(indices, self.n), out)
         return buf, offsets(sizes)
 
+    @timed_read
     def read_ranges(self, ranges: Any, out: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Reads byte ranges of samples back to back into one buffer, in one call.
 
@@ -264,6 +268,7 @@ def _unpickle(cls: type[FileReader], fnames: list[str], check_data: bool, direct
                   storage_options=storage_options, stamps=stamps)
 
 
+@timed_read  # a loader worker opening its copy of a dataset's files reads them
 def reopen(fname: PathArg | Sequence[PathArg], check_data: bool, vouched: tuple[int, ...],
            *, direct: bool = False, cls: type[FileReader] = FileReader,
            storage_options: dict[str, Any] | None = None,

@@ -21,6 +21,7 @@ import numpy as np
 
 from .._indices import index_array
 from .._buffers import BufferPool
+from .._timing import timed_read
 from .arguments import block_size as checked_block_size
 from .arguments import token_id
 from .packing import PackPlan, checked_packing, pack
@@ -76,6 +77,7 @@ class _Blocks:
             raise IndexError(f"block {int(idx.view(np.uint64).max())} out of range for {n} blocks")
         return idx
 
+    @timed_read
     def batch(self, indices: Any, out: Callable[[int], np.ndarray] | None = None) -> Any:
         """The blocks at ``indices`` as one value: ``read_dict`` with ``as_dict``, else
         ``read``; ``out`` gives the buffer (``uint8``, of a byte count) the tokens go to."""

@@ -50,6 +50,8 @@ from typing import Any, Callable
 import torch
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
+from ffrecord import _timing
+
 from . import _transport, collate
 from .dataset import fetch_batch
 
@@ -108,9 +110,13 @@ class _Pipeline:
     """The threads and what they share; holds no reference to the iterator, so that
     dropping the iterator ends them (``ThreadedIterator`` closes it when collected)."""
 
-    def __init__(self, fetch: Callable[[Any], Any], workers: int, worker_init_fn: Callable[[int], Any] | None,
-                 pin: bool, columns_of: Any = None) -> None:
-        self.fetch = fetch
+    def __init__(self, fetch: Callable[[Any], Any], collate_fn: Callable[[Any], Any], workers: int,
+                 worker_init_fn: Callable[[int], Any] | None, pin: bool, columns_of: Any = None,
+                 clocks: list[_timing.Clock] | None = None, batched: bool = True) -> None:
+        self.fetch = fetch  # a batch's datapoints: what 0 workers fetch
+        self.collate_fn = collate_fn
+        self.batched = batched
+        self.clocks = clocks  # each thread's, when the loader times its batches
         self.pin = pin
         self.columns_of = columns_of  # the dataset whose batches are read in columns (default collate)
         self.queue: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()  # _Task, or None: a thread's end
@@ -123,6 +129,8 @@ class _Pipeline:
 
     def _work(self, worker_id: int, worker_init_fn: Callable[[int], Any] | None) -> None:
         failure: BaseException | None = None
+        clock = self.clocks[worker_id] if self.clocks is not None else None
+        _timing.use_clock(clock)
         try:
             if self.pin:
                 collate.pin_batches_in_this_thread()
@@ -143,20 +151,31 @@ class _Pipeline:
             try:
                 if failure is not None:
                     raise failure
-                task.batch = self.produce(task.index)
+                task.batch = self.produce(task.index, clock)
             except BaseException as exc:
                 task.error = exc if exc is failure else _noted(exc, f"in ffrecord DataLoader thread {worker_id}")
             finally:
                 task.done.set()
             del task
 
-    def produce(self, index: Any) -> Any:
-        """The batch of ``index``: fetched and collated (``fetch``), pinned when asked.
-        (Per-stage timings, when the loader measures them, belong here.)"""
-        batch = self.fetch(index)
+    def produce(self, index: Any, clock: _timing.Clock | None = None) -> Any:
+        """The batch of ``index``: fetched, collated, pinned when asked; its stages marked
+        on ``clock`` (the thread's, when the loader times them)."""
+        if clock is None:
+            batch = self.collate_fn(self.fetch(index))
+        else:
+            clock.begin()
+            data = self.fetch(index)
+            clock.fetched(_transport.datapoints(data) if self.batched else 1)
+            batch = self.collate_fn(data)
+            clock.collated()
         if self.columns_of is not None:
             batch = _transport.columns_as_views(batch)
-        return _transport._pinned(batch) if self.pin else batch
+        if self.pin:
+            batch = _transport._pinned(batch)
+        if clock is not None:
+            clock.handed_over()
+        return batch
 
     def submit(self, task: _Task) -> None:
         self.queue.put(task)
@@ -189,12 +208,12 @@ class _Pipeline:
                 thread.join()
 
 
-def _fetcher(dataset: Any, collate_fn: Callable[[Any], Any], batched: bool) -> Callable[[Any], Any]:
-    """What 0 workers do with a sampler's item: a batch fetched at once (``__getitems__``)
-    or item by item, then collated; without batching (``batch_size=None``), one item."""
+def _fetcher(dataset: Any, batched: bool) -> Callable[[Any], Any]:
+    """What 0 workers fetch for a sampler's item (before collating it): a batch fetched at
+    once (``__getitems__``) or item by item; without batching (``batch_size=None``), one item."""
     if batched:
-        return lambda index: collate_fn(fetch_batch(dataset, index))
-    return lambda index: collate_fn(dataset[index])
+        return lambda index: fetch_batch(dataset, index)
+    return dataset.__getitem__
 
 
 def _noted(exc: BaseException, where: str) -> BaseException:
@@ -215,15 +234,16 @@ class ThreadedIterator(_BaseDataLoaderIter):
     [[0, 1], [2, 3], [4]]
     """
 
-    def __init__(self, loader: Any) -> None:
+    def __init__(self, loader: Any, clocks: list[_timing.Clock] | None = None) -> None:
         super().__init__(loader)
         check_threads(loader.dataset)
-        fetch = _fetcher(self._dataset, self._collate_fn, self._auto_collation)
+        fetch = _fetcher(self._dataset, self._auto_collation)
         self._bound = max(1, self._num_workers * (loader.prefetch_factor or 1))
         self._pending: collections.deque[_Task] = collections.deque()
         self._exhausted = False  # the sampler has no more batches this epoch
         columns_of = self._dataset if self._collate_fn is collate.default_collate else None
-        self._pipeline = _Pipeline(fetch, self._num_workers, loader.worker_init_fn, self._pin_memory, columns_of)
+        self._pipeline = _Pipeline(fetch, self._collate_fn, self._num_workers, loader.worker_init_fn,
+                                   self._pin_memory, columns_of, clocks, self._auto_collation)
         self._finalizer = weakref.finalize(self, self._pipeline.close, self._pending)
         self._fill()
 

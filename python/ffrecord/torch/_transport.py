@@ -38,9 +38,11 @@ from torch._utils import ExceptionWrapper
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils.pin_memory import pin_memory as _torch_pin_memory
 
+from ffrecord import _timing
+
 __all__ = ["BytesColumn", "Packed", "Receiving", "TaskGroup", "WorkerCollate", "WorkerStart",
-           "columns_as_views", "columns_welcome", "each_batch", "forget_exited_workers", "read_columns_in_this_thread", "receive", "scratch",
-           "slot_bytes"]
+           "columns_as_views", "columns_welcome", "datapoints", "each_batch", "forget_exited_workers",
+           "read_columns_in_this_thread", "receive", "received", "scratch", "slot_bytes"]
 
 # Linux: memfd_create, and /proc/<pid>/fd to map a worker's arena; elsewhere torch's pipe.
 SUPPORTED = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
@@ -145,6 +147,31 @@ def _wrapped_failure(fn: Callable[[Any], Any], arg: Any) -> Any:
         return ExceptionWrapper(where=f"in DataLoader worker process {info.id if info else 0}")
 
 
+def datapoints(data: Any) -> int:
+    """Datapoints in what a dataset's fetch returned: a list of them, a batch collated
+    already (a dict of columns, an array), or a worker's task of batches.
+
+    >>> datapoints([1, 2, 3]), datapoints({"a": [1, 2]}), datapoints(np.zeros((4, 2)))
+    (3, 2, 4)
+    """
+    kind = type(data)
+    if kind is list or kind is tuple:
+        return len(data)
+    if kind is TaskGroup:
+        return sum(map(datapoints, data))
+    if kind is ExceptionWrapper:
+        return 0
+    if isinstance(data, dict):
+        return datapoints(next(iter(data.values()))) if data else 0
+    shape = getattr(data, "shape", None)
+    if shape:
+        return int(shape[0])
+    try:
+        return len(data)
+    except TypeError:
+        return 1
+
+
 class _Leaf:
     """Where one value of a batch lies in its slot, and what it was (a column's ``dtype``
     holds its offsets, as ``int64`` bytes)."""
@@ -211,17 +238,34 @@ def receive(batch: Any) -> Any:
     return batch.unpack() if type(batch) is Packed else batch
 
 
-class Receiving:
-    """An iterator of torch's loader whose ``Packed`` batches are unpacked."""
+def received(batch: Any, clock: _timing.Clock | None) -> Any:
+    """``receive(batch)``, the unpacking of a ``Packed`` batch added to ``clock``'s
+    transfer (the training loop's, when the loader times it)."""
+    if clock is None or type(batch) is not Packed:
+        return receive(batch)
+    start = _timing.now()
+    unpacked = receive(batch)
+    clock.transfer += _timing.now() - start
+    return unpacked
 
-    def __init__(self, inner: Any) -> None:
+
+class Receiving:
+    """An iterator of torch's loader whose ``Packed`` batches are unpacked (``stats``: the
+    loader's ``_stats.LoaderStats`` timing the loop's wait, or None)."""
+
+    def __init__(self, inner: Any, stats: Any = None) -> None:
         self._inner = inner
+        self._stats = stats
 
     def __iter__(self) -> Receiving:
         return self
 
     def __next__(self) -> Any:
-        return receive(next(self._inner))
+        stats = self._stats
+        return self._next() if stats is None else stats.timed_next(self._next)
+
+    def _next(self) -> Any:
+        return received(next(self._inner), self._stats and self._stats.loop)
 
     def __len__(self) -> int:
         return len(self._inner)
@@ -493,22 +537,34 @@ PACKING = False  # set in a worker by WorkerStart: ffrecord's loader packs its b
 
 
 class WorkerCollate:
-    """The loader's ``collate_fn``, then, in a worker, the batch packed into a slot."""
+    """The loader's ``collate_fn``, then, in a worker, the batch packed into a slot; the
+    stages marked on the worker's clock, when it times them (``batched``: the loader
+    batches, else a fetch is one datapoint)."""
 
-    def __init__(self, collate_fn: Callable[[Any], Any], exact_types: bool = False) -> None:
+    def __init__(self, collate_fn: Callable[[Any], Any], exact_types: bool = False, batched: bool = True) -> None:
         self.collate_fn = collate_fn
         self.exact_types = exact_types
+        self.batched = batched
 
     def __call__(self, batch: Any) -> Any:
         global _ACTIVE
         if get_worker_info() is None:
             return self.collate_fn(batch)
         _ACTIVE = True
+        clock = _timing.worker_clock()
+        if clock is not None:
+            clock.fetched(datapoints(batch) if self.batched else 1)
         if type(batch) is TaskGroup:  # each batch collated, all packed in one slot
             collated = TaskGroup(b if type(b) is ExceptionWrapper else _wrapped_failure(self.collate_fn, b)
                                  for b in batch)
+        else:
+            collated = self.collate_fn(batch)
+        if clock is None:
             return _sender().pack(collated, self.exact_types)
-        return _sender().pack(self.collate_fn(batch), self.exact_types)
+        clock.collated()
+        packed = _sender().pack(collated, self.exact_types)
+        clock.handed_over(len(batch) if type(batch) is TaskGroup else 1)
+        return packed
 
     def __repr__(self) -> str:
         return f"WorkerCollate({self.collate_fn!r})"

@@ -35,6 +35,7 @@ import torch.utils.data
 
 import ffrecord.order
 from ffrecord._buffers import offsets
+from ffrecord._timing import timed_read
 from ffrecord.dataset import codecs
 from ffrecord.dataset.reader import DatasetReader, parse_mask
 from ffrecord.order import datapoint_seeds
@@ -93,7 +94,7 @@ class StructuredDataset(torch.utils.data.Dataset):
         self._prefetch_ahead(indices)
         if self._columns is not None and _transport.columns_welcome(self):
             return self._read_columns(indices)
-        datapoints = self.source.read(np.asarray(indices, np.int64), self.mask)
+        datapoints = self._read(indices)
         _stats.publish()
         if self.transform is None:
             return datapoints
@@ -104,6 +105,12 @@ class StructuredDataset(torch.utils.data.Dataset):
             return [self.transform(d, seed) for d, seed in zip(datapoints, batch_seeds(indices))]
         return [self.transform(d) for d in datapoints]
 
+    @timed_read
+    def _read(self, indices: Any) -> list:
+        """The datapoints at ``indices``, as the source reads and decodes them."""
+        return self.source.read(np.asarray(indices, np.int64), self.mask)
+
+    @timed_read
     def _read_columns(self, indices: Any) -> Collated:
         """The batch collated field by field, in a loader worker: each ``bytes`` field read
         by one call into the slot the batch travels in, handed on as a ``BytesColumn`` (no
@@ -138,6 +145,7 @@ class StructuredDataset(torch.utils.data.Dataset):
         _, _, _, rest = self._columns
         return not rest
 
+    @timed_read
     def _read_task_columns(self, task: _transport.TaskGroup) -> _transport.TaskGroup:
         """A task's batches, every field a column (``bytes``, ``int``, ``float``), read by
         one call per field for all of them (a call's cost is the task's, as its messages
