@@ -5,6 +5,7 @@
 #                     bench-deps (the reference's build), peer-deps (MosaicML Streaming and
 #                     datasets without their pins) and browser-deps (chromium, for the viewer)
 #   make build        libffrecord.so in python/ffrecord/ for PYTHONPATH=python development
+#   make megatron-venv  .venv-megatron: Megatron-Core (Python 3.12, torch) for benchmarks/columns.py
 #   make bench        the benchmark suite (make bench-quick: a short run); both first run
 #                     bench-deps: g++ and libaio-dev, which the reference's build needs
 #                     (apt-get, as root), then the `bench` extra brings pybind11
@@ -25,7 +26,7 @@ RUN := env -u PYTHONPATH -u FFRECORD_LIBRARY
 UV := $(VENV)/bin/uv
 PIP_INSTALL := $(RUN) $(UV) pip install --python $(VPY) -q --compile-bytecode
 
-.PHONY: build venv install demo test bench bench-quick bench-deps browser-deps peer-deps clean distclean
+.PHONY: build venv install demo test bench bench-quick bench-deps browser-deps peer-deps megatron-venv clean distclean
 
 build:
 	PYTHONWARNINGS=ignore $(PYTHON) setup.py -q build_ext --inplace
@@ -67,6 +68,13 @@ peer-deps: install
 	$(PIP_INSTALL) transformers==4.57.6 \
 		huggingface_hub==0.36.2 multiprocess==0.70.19 dill==0.4.1 xxhash==3.8.2 catalogue \
 		zstd python-snappy brotli pandas httpx pyyaml
+
+# benchmarks/columns.py measures Megatron-Core's IndexedDatasetBuilder, which needs Python >= 3.12
+# (PYTHON312: any such interpreter; pyenv's, or Debian's python3.12) and torch: a venv of its own.
+PYTHON312 ?= $(shell command -v python3.12 || ls $$HOME/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | head -1)
+megatron-venv: venv
+	$(PYTHON312) -m venv .venv-megatron
+	$(RUN) $(UV) pip install --python .venv-megatron/bin/python -q torch==2.15.0 megatron-core==0.19.2 numpy
 
 # The viewer's test drives a real headless browser: Debian's chromium (apt-get, as root).
 browser-deps:

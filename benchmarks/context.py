@@ -117,6 +117,11 @@ def read_through(paths: list[str]) -> None:
                 pass
 
 
+def read_tree(root: Path) -> None:
+    """``read_through`` every file under the directory ``root``."""
+    read_through([str(path) for path in sorted(Path(root).rglob("*")) if path.is_file()])
+
+
 def eviction_method() -> str:
     """Names the strongest eviction available to this process."""
     return "drop_caches" if os.access(_DROP_CACHES, os.W_OK) else "fadvise"

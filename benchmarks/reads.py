@@ -106,12 +106,13 @@ def main() -> None:
     seeds = iter(range(10**6))
     print(f"{rounds} rounds, fresh process per figure, contenders taking turns; data in {root}")
     try:
-        from .workers import read_through, write_structured
+        from .context import read_tree
+        from .workers import write_structured
 
         if "singles" in only:
             singles = n["singles"]
             paths = write_structured(root / "structured", singles)
-            read_through(root / "structured")
+            read_tree(root / "structured")
             compare(f"DatasetReader[i], 2 fields, {singles} shuffled, in process",
                     {k: (lambda k=k: call("benchmarks.workers:single_datapoints", None, k, paths[k], singles))
                      for k in ("ffrecord", "streaming")},
@@ -132,7 +133,7 @@ def main() -> None:
                     store.mkdir(parents=True)
                     contender_named(name).write(store, samples)
                 del samples
-                read_through(root / f"epoch{size}")
+                read_tree(root / f"epoch{size}")
                 compare(f"shuffled read() epoch, open included, checks on (LMDB has none), "
                         f"{size >> 10} KiB x {count}, batch {batch}",
                         {c.name: (lambda c=c: call("benchmarks.workloads.fresh:epoch", c,
@@ -154,7 +155,7 @@ def main() -> None:
             big = str(root / "open" / "big.ffr")
             write_tiny_samples(big, n["open"])
             write_tiny_samples(big[:-4] + "-tiny.ffr", 1)
-            read_through(root / "open")
+            read_tree(root / "open")
             compare(f"open a {n['open']:,}-sample file ({n['open'] * 12 / 1e6:.3g} MB header), check_data=True",
                     {c.name: (lambda c=c: call(f"{ME}:open_seconds", c, big) * 1e3)
                      for c in (ffrecord, reference)},

@@ -16,6 +16,13 @@ data is read through before the rounds).
    shared memory, and through torch's pipe with ``shared_memory=False``), the reference's
    DataLoader over the same file, and the stock DataLoader over the samples held in RAM.
 
+4. What timing the stages costs (issue 36), with 0 workers, 2 worker processes and 2
+   threads: the CPU a batch takes (this process's and its workers') with ``timing=True``
+   and ``timing=False`` side by side, on batches of one int (nothing else to do: the
+   difference is timing's own cost, which a machine's noise would drown in real batches),
+   against the CPU a batch of 256 1 KiB samples takes (read by ffrecord's ``Dataset``,
+   shuffled, collated to tensors). Goal: timing costs at most 1% of the epoch.
+
 The read and write goals without a loader (a shuffled ``read()`` epoch, 128 KiB writes,
 opening a large file) are measured by ``benchmarks.reads``.
 """
@@ -32,6 +39,7 @@ import numpy as np
 
 from .contenders import contender_named
 from .contenders.isolated import call, runner
+from .context import read_tree
 
 IMAGE, STRUCT_BATCH = 16 << 10, 64
 TENSOR_SAMPLE, TENSOR_BATCH = 1 << 10, 256
@@ -39,10 +47,13 @@ UNTIMED = 2  # batches that absorb worker start-up
 SIZES = {  # structured datapoints, loader batches timed (300: nearly an epoch of 20,000 / 64,
     # so that start-up weighs as in training), datapoints read one by one,
     # 1 KiB samples
-    "full": dict(points=20_000, batches=300, singles=20_000, small=40_000, rounds=3),
-    "quick": dict(points=20_000, batches=300, singles=10_000, small=40_000, rounds=2),
+    # timing: turns of each contender, and the tiny batches of an epoch measuring its cost
+    "full": dict(points=20_000, batches=300, singles=20_000, small=40_000, rounds=3, timing_rounds=6,
+                 timing_tiny=10_000),
+    "quick": dict(points=20_000, batches=300, singles=10_000, small=40_000, rounds=2, timing_rounds=4,
+                  timing_tiny=5_000),
     # tests/test_bench_workers.py: every code path, tiny, figures meaningless
-    "smoke": dict(points=640, batches=3, singles=200, small=2_048, rounds=1),
+    "smoke": dict(points=640, batches=3, singles=200, small=2_048, rounds=1, timing_rounds=1, timing_tiny=20),
 }
 ME = "benchmarks.workers"
 
@@ -142,6 +153,50 @@ def tensor_loader(contender, kind: str, path: str, batches: int) -> float:
     return _timed_batches(loader, batches, TENSOR_BATCH)
 
 
+TIMING_MODES = {"0 workers": {}, "2 processes": {"num_workers": 2}, "2 threads": {"num_workers": 2, "workers": "threads"}}
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process (all its threads) and of its children that exited (a
+    loader's worker processes of finished epochs)."""
+    import resource
+
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+
+def _cpu_per_batch(loader, batches: int) -> float:
+    """Microseconds of CPU an epoch of ``loader`` takes per batch."""
+    start = _cpu_seconds()
+    for _ in loader:
+        pass
+    return (_cpu_seconds() - start) / batches * 1e6
+
+
+def timing_cost(contender: None, mode: str, path: str, rounds: int, tiny: int) -> dict[str, float]:
+    """What timing a loader's stages costs, in CPU per batch, side by side: epochs of
+    ``tiny`` batches of one int (nothing but the loader's own work per batch) with timing on
+    and off taking turns (on, off, off, on, ...); then what an epoch of 1 KiB samples, batch
+    256, shuffled, takes per batch (timing off). The best (least) of ``rounds`` turns each."""
+    from ffrecord.torch import DataLoader, Dataset
+
+    options = TIMING_MODES[mode]
+    tiny_loaders = {state: DataLoader(list(range(tiny)), batch_size=1, collate_fn=_first, timing=state == "on",
+                                      **options) for state in ("on", "off")}
+    best = {"on": float("inf"), "off": float("inf")}
+    for turn in range(2 * rounds):
+        state = ("on", "off", "off", "on")[turn % 4]
+        best[state] = min(best[state], _cpu_per_batch(tiny_loaders[state], tiny))
+    samples = DataLoader(Dataset(path), batch_size=TENSOR_BATCH, shuffle=True, seed=0, timing=False, **options)
+    batches = len(samples)
+    epoch = min(_cpu_per_batch(samples, batches) for _ in range(rounds))
+    return {"on": best["on"], "off": best["off"], "batch": epoch}
+
+
+def _first(batch: list) -> object:
+    return batch[0]
+
+
 # -- the run ------------------------------------------------------------------------------
 
 def measure(target: str, contender, *args):
@@ -196,25 +251,17 @@ def write_structured(root: Path, points: int) -> dict[str, str]:
     return paths
 
 
-def read_through(root: Path) -> None:
-    for path in root.rglob("*"):
-        if path.is_file():
-            with path.open("rb") as f:
-                while f.read(16 << 20):
-                    pass
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round: checks the harness runs")
     parser.add_argument("--in-process", action="store_true",
                         help="measure in this process, without the reference (for the smoke test)")
-    parser.add_argument("--only", choices=["structured", "singles", "tensors"],
+    parser.add_argument("--only", choices=["structured", "singles", "tensors", "timing"],
                         action="append")
     args = parser.parse_args()
     size = SIZES["smoke" if args.smoke else "quick" if args.quick else "full"]
-    only = set(args.only or ["structured", "singles", "tensors"])
+    only = set(args.only or ["structured", "singles", "tensors", "timing"])
     global measure
     if args.in_process:
         measure = _in_this_process
@@ -228,7 +275,7 @@ def main() -> None:
         print(f"{n_rounds} rounds, fresh process per figure, contenders taking turns; data in {root}")
         if only & {"structured", "singles"}:
             paths = write_structured(root, size["points"])
-            read_through(root)
+            read_tree(root)
         if "structured" in only:
             batches = size["batches"]
             runners = {
@@ -256,7 +303,7 @@ def main() -> None:
         if "tensors" in only:
             path = str(root / "small.ffr")
             dump([np.random.default_rng(k).bytes(TENSOR_SAMPLE) for k in range(size["small"])], path, 1, durable=False)
-            read_through(root)
+            read_tree(root)
             batches = min(size["batches"], size["small"] // TENSOR_BATCH - UNTIMED - 1)
             runners = {
                 "ffrecord (shared memory)": lambda: measure(f"{ME}:tensor_loader", None, "ffrecord", path, batches),
@@ -269,6 +316,21 @@ def main() -> None:
                 goals.insert(0, ("ffrecord (shared memory)", "reference", 2.0))
             show(f"1 KiB samples -> tensors, batch 256, 2 workers, {batches} batches",
                  rounds(runners, n_rounds), "samples/s", goals)
+        if "timing" in only:
+            path = str(root / "timing.ffr")
+            dump([np.random.default_rng(k).bytes(TENSOR_SAMPLE) for k in range(size["small"])], path, 1, durable=False)
+            read_tree(root)
+            turns, tiny = size["timing_rounds"], size["timing_tiny"]
+            print(f"\ntiming's cost: CPU per batch (this process and its workers) of {tiny:,} batches of one int, "
+                  f"timing on and off taking turns, best of {turns}; against an epoch of {size['small']:,} 1 KiB "
+                  "samples, batch 256, timing off")
+            for mode in TIMING_MODES:
+                figures = measure(f"{ME}:timing_cost", None, mode, path, turns, tiny)
+                cost = (figures["on"] - figures["off"]) / figures["batch"]
+                print(f"  {mode + ', timing on':<30} {figures['on']:10.2f} us a batch of one int")
+                print(f"  {mode + ', timing off':<30} {figures['off']:10.2f} us a batch of one int")
+                print(f"  {mode + ', 1 KiB samples':<30} {figures['batch']:10.2f} us a batch of 256")
+                print(f"  {mode}: timing costs {cost:.1%} of the epoch (goal <= 1.0%: {'met' if cost <= 0.01 else 'MISSED'})")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

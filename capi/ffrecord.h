@@ -73,15 +73,21 @@ extern "C" {
 #define FFR_INFO_DATA_BYTES   4 /* bytes of sample data as stored (compressed, the record)   */
 #define FFR_INFO_FILE_BYTES   5 /* bytes of the file                                         */
 #define FFR_INFO_METADATA     6 /* FFR_METADATA_*: what the metadata checksum says           */
-#define FFR_INFO_META_CHECKSUM 7 /* the metadata checksum as stored (0: an old writer's): with *
+#define FFR_INFO_READ_FROM    7 /* FFR_READ_*: where its sample data is read from            */
+#define FFR_INFO_META_CHECKSUM 8 /* the metadata checksum as stored (0: an old writer's): with *
                                   * FFR_INFO_STORED and _FILE_BYTES, the version of the file a  *
                                   * dataset's manifest records                                  */
-#define FFR_INFO_FIELDS       8 /* how many fields this version fills                        */
+#define FFR_INFO_FIELDS       9 /* how many fields this version fills                        */
 
 /* Values of FFR_INFO_METADATA. */
 #define FFR_METADATA_INTACT  0 /* the metadata checksum (and extension record's) match      */
 #define FFR_METADATA_LEGACY  1 /* stored checksum 0 (an old writer): the header is unchecked */
 #define FFR_METADATA_DAMAGED 2 /* a checksum does not match: ffr_reader_verify says why     */
+
+/* Values of FFR_INFO_READ_FROM. */
+#define FFR_READ_LOCAL  0 /* a local file                                                 */
+#define FFR_READ_REMOTE 1 /* an object, by range requests in every process and epoch      */
+#define FFR_READ_CACHED 2 /* an object, through the node's chunk cache (cache_dir)        */
 
 /* ---- library ------------------------------------------------------------------------ */
 
@@ -252,7 +258,9 @@ int32_t ffr_first_request_bytes(uint64_t chunk_size, int32_t read_ahead, uint64_
 /* Counters of the reader since it was opened, into stats[0 .. min(n, FFR_STAT_FIELDS)),
  * indexed by FFR_STAT_*: requests sent to object storage (retries included), body bytes
  * received, retries, chunk-cache hits, misses, evictions made, chunks read uncached for
- * want of room, and chunks downloaded ahead (ffr_reader_prefetch). */
+ * want of room, chunks downloaded ahead (ffr_reader_prefetch), and the stored bytes of the
+ * remote files' samples read (FFR_STAT_BYTES / FFR_STAT_DELIVERED: what reading over the
+ * network costs, above 1 when bytes fetched are not read, below when a cache serves). */
 #define FFR_STAT_REQUESTS   0
 #define FFR_STAT_BYTES      1
 #define FFR_STAT_RETRIES    2
@@ -261,7 +269,8 @@ int32_t ffr_first_request_bytes(uint64_t chunk_size, int32_t read_ahead, uint64_
 #define FFR_STAT_EVICTIONS  5
 #define FFR_STAT_BYPASSED   6
 #define FFR_STAT_PREFETCHED 7
-#define FFR_STAT_FIELDS     8
+#define FFR_STAT_DELIVERED  8
+#define FFR_STAT_FIELDS     9
 int32_t ffr_reader_stats(int64_t handle, int64_t *stats, uint64_t n);
 
 /* Warnings raised at open (e.g. a legacy file whose metadata checksum is 0), one per line,
@@ -311,6 +320,14 @@ int32_t ffr_reader_prefetch(int64_t handle, const uint64_t *indices, uint64_t n,
  * FFR_E_INDEX when i >= nfiles. */
 int32_t ffr_reader_file_info(int64_t handle, uint64_t i, uint64_t *info, uint64_t ninfo);
 
+/* The stamp of file i as the reader opened it, known without a read: *file_bytes its size,
+ * *header_checksum the CRC-32 its header stores of its sample tables (unchecked; 0 for an
+ * old writer's file). Another file with the same stamp holds the same tables, so the same
+ * samples as far as their CRC-32s tell: a copy of a reader in another process compares
+ * stamps to tell the file it reopened from a replaced one. FFR_E_INDEX when i >= nfiles. */
+int32_t ffr_reader_file_stamp(int64_t handle, uint64_t i, uint64_t *file_bytes,
+                              uint32_t *header_checksum);
+
 /* Copies the per-sample tables of file i as stored (the reference's get_offsets and
  * get_checksums): offsets[k] is where stored sample k begins and offsets[stored] is the file
  * size, so sample k spans offsets[k] to offsets[k+1]; checksums[k] is its stored CRC-32.
@@ -331,6 +348,26 @@ int32_t ffr_reader_file_header(int64_t handle, uint64_t i, uint64_t *offsets,
  * add up to is FFR_E_SHORTBUF. Nothing is read when the call fails that way. */
 int32_t ffr_reader_read_ranges(int64_t handle, const uint64_t *triples, uint64_t n, void *dst,
                                uint64_t dst_len);
+
+/* Gathers values of a column file (see core's format spec, "Column blocks"): the file holds
+ * nvalues values of width bytes each, per_block of them to a sample (the last sample the
+ * rest). Value indices[k] is copied to dst[k*width .. (k+1)*width) (duplicates and any order
+ * allowed). Each block holding one of them is read once, its size checked against the
+ * layout and, with FFR_CHECK_DATA, its CRC-32. A layout of a zero width or per_block, or
+ * of blocks over 1 GiB, is FFR_E_INVALID; one whose block count is not the file's sample
+ * count, or a block of another size, FFR_E_CORRUPT; a damaged block FFR_E_CHECKSUM, the
+ * message naming the block and the values it holds ("column block 3: values 3072 to
+ * 4095"). An index at or past nvalues is FFR_E_INDEX, dst_len < n*width FFR_E_SHORTBUF;
+ * nothing is read then. */
+int32_t ffr_reader_read_values(int64_t handle, uint64_t nvalues, uint64_t width, uint64_t per_block,
+                               const uint64_t *indices, uint64_t n, void *dst, uint64_t dst_len);
+
+/* Values [start, start+count) of a column file (layout, checks and errors as for
+ * ffr_reader_read_values) into dst: the blocks the range covers whole are read straight
+ * into dst by one batch read, the partial first and last ones through a scratch buffer. */
+int32_t ffr_reader_read_value_range(int64_t handle, uint64_t nvalues, uint64_t width,
+                                    uint64_t per_block, uint64_t start, uint64_t count, void *dst,
+                                    uint64_t dst_len);
 
 /* Reads windows of an item stream, widened to int64, with one ranged read (as
  * ffr_reader_read_ranges): the stream is the items of samples 0..nsamples-1 concatenated
@@ -431,6 +468,15 @@ int32_t ffr_put_new(const char *url, const char *options, const void *data, uint
 
 /* Deletes the object at url (s3://bucket/key); a missing object is FFR_OK. */
 int32_t ffr_remove(const char *url, const char *options);
+
+/* Deletes the object at url (s3://bucket/key) only while it holds the size bytes at data
+ * (what this caller put there with ffr_put_new: a writer's claim): it reads the object,
+ * then deletes it on condition of the ETag read (If-Match), so that an object another
+ * writer put in its place meanwhile stays. An object holding anything else is left, and is
+ * FFR_E_IO with ffr_oserror EEXIST; a missing object is FFR_OK. A store that ignores
+ * If-Match on DELETE deletes unconditionally: the read narrows the race to the time
+ * between the read and the delete. */
+int32_t ffr_remove_if_holds(const char *url, const char *options, const void *data, uint64_t size);
 
 /* FFR_OK when url (s3://, http(s)://) is well formed as every call above reads it, else
  * FFR_E_INVALID saying why; no request is made. */

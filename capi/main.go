@@ -159,6 +159,11 @@ func ffr_remove(url *C.ffr_cchar, options *C.ffr_cchar) C.int32_t {
 	return C.int32_t(abi.Remove(unsafe.Pointer(url), unsafe.Pointer(options)))
 }
 
+//export ffr_remove_if_holds
+func ffr_remove_if_holds(url *C.ffr_cchar, options *C.ffr_cchar, data *C.ffr_cvoid, size C.uint64_t) C.int32_t {
+	return C.int32_t(abi.RemoveIfHolds(unsafe.Pointer(url), unsafe.Pointer(options), unsafe.Pointer(data), uint64(size)))
+}
+
 //export ffr_fetch_text
 func ffr_fetch_text(url *C.ffr_cchar, options *C.ffr_cchar, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
 	return C.int32_t(abi.FetchText(unsafe.Pointer(url), unsafe.Pointer(options), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
@@ -249,6 +254,11 @@ func ffr_reader_file_info(handle C.int64_t, i C.uint64_t, info *C.uint64_t, ninf
 	return C.int32_t(abi.ReaderFileInfo(int64(handle), uint64(i), unsafe.Pointer(info), uint64(ninfo)))
 }
 
+//export ffr_reader_file_stamp
+func ffr_reader_file_stamp(handle C.int64_t, i C.uint64_t, fileBytes *C.uint64_t, headerChecksum *C.uint32_t) C.int32_t {
+	return C.int32_t(abi.ReaderFileStamp(int64(handle), uint64(i), unsafe.Pointer(fileBytes), unsafe.Pointer(headerChecksum)))
+}
+
 //export ffr_reader_file_header
 func ffr_reader_file_header(handle C.int64_t, i C.uint64_t, offsets *C.uint64_t, checksums *C.uint32_t, n C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderFileHeader(int64(handle), uint64(i), unsafe.Pointer(offsets), unsafe.Pointer(checksums), uint64(n)))
@@ -262,6 +272,20 @@ func ffr_readers_read_one(handles *C.ffr_ci64, n C.uint64_t, index C.uint64_t, d
 //export ffr_reader_read_ranges
 func ffr_reader_read_ranges(handle C.int64_t, triples *C.ffr_cu64, n C.uint64_t, dst unsafe.Pointer, dstLen C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderReadRanges(int64(handle), unsafe.Pointer(triples), uint64(n), dst, uint64(dstLen)))
+}
+
+//export ffr_reader_read_values
+func ffr_reader_read_values(handle C.int64_t, values, width, perBlock C.uint64_t, indices *C.ffr_cu64, n C.uint64_t,
+	dst unsafe.Pointer, dstLen C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderReadValues(int64(handle), uint64(values), uint64(width), uint64(perBlock),
+		unsafe.Pointer(indices), uint64(n), dst, uint64(dstLen)))
+}
+
+//export ffr_reader_read_value_range
+func ffr_reader_read_value_range(handle C.int64_t, values, width, perBlock, start, count C.uint64_t,
+	dst unsafe.Pointer, dstLen C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderReadValueRange(int64(handle), uint64(values), uint64(width),
+		uint64(perBlock), uint64(start), uint64(count), dst, uint64(dstLen)))
 }
 
 //export ffr_reader_read_windows

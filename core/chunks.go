@@ -1,6 +1,11 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+
+	"github.com/ffrecord/ffrecord/core/source"
+)
 
 // The chunk rule: a file's samples are cut into chunks, runs of consecutive samples that a
 // cache fetches with one request and a chunk-aware order reads together. Walking the
@@ -73,7 +78,11 @@ func (r *Reader) ChunkBounds(chunkSize uint64) ([]uint64, error) {
 	return append(bounds, r.Len()), nil
 }
 
-// Stats are the reader's counters, named by source.StatNames: requests to object storage,
-// bytes received, retries, and the chunk cache's hits, misses, evictions, chunks read
-// uncached for want of room, and chunks downloaded ahead.
-func (r *Reader) Stats() []int64 { return r.stats.Snapshot() }
+// StatNames name the values of Stats (the C ABI's order, capi/ffrecord.h): the sources'
+// counters, then the stored bytes of remote samples the reader delivered.
+var StatNames = append(slices.Clip(source.StatNames), "bytes_delivered")
+
+// Stats are the reader's counters, named by StatNames: requests to object storage, bytes
+// received, retries, the chunk cache's hits, misses, evictions, chunks read uncached for
+// want of room and chunks downloaded ahead, and the stored bytes of remote samples read.
+func (r *Reader) Stats() []int64 { return append(r.stats.Snapshot(), r.delivered.Load()) }

@@ -69,6 +69,27 @@
 // manifest listing a dataset's shards with each field file's size, header digest and ETag,
 // itself a base-format file) is specified in docs/structured-datasets.md.
 //
+// # Column blocks
+//
+// A column file stores V values of W bytes each (a fixed-size type: an int32, a
+// float32[768] embedding) in plain samples of the base format, P values to a sample, in
+// value order: sample b, a block, holds values b·P … min(b·P+P, V)−1 back to back, so
+// every block is P·W bytes but the last, which holds the rest; the file has ⌈V/P⌉ samples
+// (none when V = 0). A block has no header of its own: the layout (V, W, P) is kept by
+// whoever knows the file as a column (a structured dataset keeps it in its spec.json, see
+// docs/structured-datasets.md), and the file stays one any reader of the base format opens
+// and checks. A block may be compressed like any sample (the extension record above); W
+// counts its bytes as decoded. A value costs its own W bytes, a block one CRC-32 and 12
+// bytes of header.
+//
+// Reader.ReadValues gathers values by index: each block holding one is read once,
+// compared with the size the layout gives it (another size is ErrCorrupt) and checked
+// whole against its CRC-32 (with CheckData), and the values are copied out of it;
+// Reader.ReadValueRange reads a run of values, the blocks it covers whole straight into
+// the caller's buffer. A random read of one value reads its whole block: P·W is a few KiB,
+// small enough for random batches and large enough that a scan is a few large reads. An
+// error about a block names the values it holds ("column block 3: values 3072 to 4095").
+//
 // # Reading: the format here, the I/O in package engine
 //
 // This package owns everything about the format: opening and validating headers,

@@ -26,12 +26,14 @@ type dataFile struct {
 	data     []byte // MAP_SHARED, PROT_READ mapping of [0, size)
 	stored   uint64 // N of the base format, an extension record included
 	header   uint64 // 12 + 12·stored: where sample data starts
-	// metaStored is the metadata checksum as stored, read with the header (a mapping's
-	// bytes may fault when read later: see withFaultGuard)
-	metaStored uint32
-	ext        *extension
-	verified   *FileIdentity // this version of the file passed the checks of CheckData
-	remote     *remoteFile   // set when the file is read over the network (remote_source.go)
+	ext      *extension
+	stamp    uint32        // the header's stored metadata checksum, read at open (FileStamp)
+	verified *FileIdentity // this version of the file passed the checks of CheckData
+	remote   *remoteFile   // set when the file is read over the network (remote_source.go)
+	// fileMapped: data is the file's shared mapping, whose released pages fault back in
+	// from the page cache; other memory (a remote file's private image, a test's slice)
+	// would read back as zeros, and release leaves it alone.
+	fileMapped bool
 }
 
 // samples is the number of samples a user sees in this file.
@@ -69,6 +71,7 @@ func openDataFile(path string, opts ReaderOptions) (_ *dataFile, warnings []stri
 	if err != nil {
 		return nil, nil, &fs.PathError{Op: "mmap", Path: path, Err: err}
 	}
+	f.fileMapped = true
 	if direct {
 		if f.directFd, err = openDirect(path); err != nil {
 			if !errors.Is(err, unix.EINVAL) {
@@ -147,8 +150,8 @@ func (f *dataFile) parseHeader(check bool, warnings *[]string) error {
 			"header of %d samples does not fit in a file of %d bytes", f.stored, f.size)
 	}
 	f.header = header
-	f.metaStored = le.Uint32(f.data)
-	if f.metaStored == 0 {
+	f.stamp = le.Uint32(f.data)
+	if f.stamp == 0 {
 		*warnings = append(*warnings, fmt.Sprintf(
 			"%s: metadata checksum is 0 (file from an old writer): metadata not validated", f.path))
 	}
@@ -192,13 +195,11 @@ func (f *dataFile) checksumRange(from, to uint64) uint32 {
 }
 
 // release drops this process's mapping of the pages covering data[from:to]; they stay in
-// the page cache and come back on the next access.
+// the page cache and come back on the next access. Only a file's mapping is released:
+// MADV_DONTNEED empties any other memory (fileMapped).
 func (f *dataFile) release(from, to uint64) {
 	from &^= pageSize - 1
-	if f.remote != nil {
-		return // the image is private memory: dropped pages would read back as zeros
-	}
-	if from >= to {
+	if !f.fileMapped || from >= to {
 		return
 	}
 	_ = unix.Madvise(f.data[from:to], unix.MADV_DONTNEED)

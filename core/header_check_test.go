@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/klauspost/crc32"
 )
@@ -84,5 +85,34 @@ func TestLargeHeaderCheck(t *testing.T) {
 	defer r.Close()
 	if w := r.Warnings(); len(w) != 2 || !strings.Contains(w[1], fmt.Sprintf("samples from %d on are missing", late-1)) {
 		t.Fatalf("warnings %q: want the metadata one, then the cut at sample %d", w, late-1)
+	}
+}
+
+// Checking a header held in memory that is not a file's mapping (here a page-aligned Go
+// heap slice, as a test's fake file may be) leaves its bytes intact: releasing the pages
+// behind the check with MADV_DONTNEED would have emptied them (TestSpansPastFourGiB read
+// sample 0's span as zeros whenever its slice happened to start a page).
+func TestHeaderCheckKeepsMemoryThatIsNotAFileMapping(t *testing.T) {
+	n := 3 * pageSize / perSampleHeader // a header of about three pages
+	header, _ := headerSize(n)
+	room := (header + pageSize - 1) &^ (pageSize - 1)
+	backing := make([]byte, room+pageSize)
+	skip := (pageSize - uint64(uintptr(unsafe.Pointer(&backing[0])))%pageSize) % pageSize
+	data := backing[skip : skip+room : skip+room]
+	le.PutUint64(data[metaChecksumSize:], n)
+	for i := range n {
+		le.PutUint64(data[offsetPos(n, i):], header+i)
+	}
+	want := bytes.Clone(data)
+	f := &dataFile{path: "heap.ffr", size: header + n, data: data, stored: n, header: header, fd: -1, directFd: -1}
+	var warnings []string
+	if err := f.checkHeader(&warnings); err != nil || len(warnings) != 0 {
+		t.Fatalf("checkHeader: %v %q", err, warnings)
+	}
+	if !bytes.Equal(data, want) {
+		t.Fatal("checking the header changed the memory holding it")
+	}
+	if off, end, err := f.span(0); err != nil || off != header || end != header+1 {
+		t.Fatalf("span(0) = %d, %d, %v; want %d, %d", off, end, err, header, header+1)
 	}
 }

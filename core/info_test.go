@@ -64,6 +64,58 @@ func TestFileInfo(t *testing.T) {
 	}
 }
 
+func TestFileStamp(t *testing.T) {
+	stampOf := func(path string) FileStamp {
+		t.Helper()
+		r := openReader(t, ReaderOptions{}, path)
+		defer r.Close()
+		stamp, err := r.FileStamp(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stamp
+	}
+	samples := [][]byte{[]byte("one"), []byte("two"), make([]byte, 5000)}
+	a, copied, other := tempPath(t, "a.ffr"), tempPath(t, "copy.ffr"), tempPath(t, "other.ffr")
+	writeSamples(t, a, samples, WriterOptions{})
+	raw, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(copied, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeSamples(t, other, [][]byte{[]byte("one"), []byte("TWO"), make([]byte, 5000)}, WriterOptions{})
+	want := FileStamp{Bytes: uint64(len(raw)), HeaderChecksum: crc32.ChecksumIEEE(raw[4 : 12+12*3])}
+	if got := stampOf(a); got != want {
+		t.Errorf("stamp %+v, want the size and the stored checksum %+v", got, want)
+	}
+	if stampOf(copied) != want {
+		t.Error("a copy of the file has another stamp")
+	}
+	if stampOf(other) == want {
+		t.Error("a file of the same size with another sample has the same stamp")
+	}
+	if got := stampOf("testdata/legacy_zero_checksum.ffr"); got.HeaderChecksum != 0 || got.Bytes == 0 {
+		t.Errorf("legacy file: stamp %+v, want its size and checksum 0", got)
+	}
+	// The stamp is the file opened: replacing the path afterwards changes nothing.
+	r := openReader(t, ReaderOptions{}, a)
+	if err := os.Rename(other, a); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.FileStamp(0); err != nil || got != want {
+		t.Errorf("after the path was replaced: %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := r.FileStamp(1); !errors.Is(err, ErrIndex) {
+		t.Errorf("FileStamp(1): err = %v, want ErrIndex", err)
+	}
+	_ = r.Close()
+	if _, err := r.FileStamp(0); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: err = %v, want ErrClosed", err)
+	}
+}
+
 func TestFileHeader(t *testing.T) {
 	path := tempPath(t, "h.ffr")
 	samples := [][]byte{[]byte("first"), nil, []byte("third one")}

@@ -40,6 +40,9 @@ type Reader struct {
 	warnings []string
 	remote   bool // some file is read over the network
 	stats    source.Stats
+	// delivered counts the stored bytes of remote files' samples read, against which
+	// stats.Bytes (what the store sent) shows what reading over the network costs.
+	delivered atomic.Int64
 
 	metadataChecks sync.Map // file index -> metadataResult, by metadataError
 	window         mappedWindow

@@ -23,20 +23,30 @@ type remoteFile struct {
 	src source.Source
 }
 
-// firstFetch is how much of an object the first request asks for: the whole header of
-// any file of up to ~87k samples, so that opening most files takes one round trip.
+// firstFetch is how much of an object the first request asks for with a chunk cache: the
+// whole header of any file of up to ~87k samples, so that opening most files takes one
+// round trip (the node opens a file once: its header is kept in the cache).
 const firstFetch = 1 << 20
 
+// uncachedFirstFetch is firstFetch without a cache: the header of a file of up to ~5k
+// samples. Every process opens every file in every epoch (a loader's workers among them),
+// and the sample bytes that come along are dropped, so they are kept few: a larger header
+// costs a second request instead.
+const uncachedFirstFetch = 64 << 10
+
 // FirstRequestBytes is how many bytes from the start of a remote file the request that
-// reads its header asks for, with a chunk cache of chunkSize (0: none): firstFetch, and
-// for a reader's first file (readAhead) one chunk more, its first chunk whole whenever
-// the header fits in firstFetch. With a cache, the chunks lying wholly in those bytes
-// are cached from them, and cost no GET of their own: a file of up to about a chunk is
-// read whole by one GET, and a large file's first chunk comes with its header. Only the
-// first file reads ahead, so that opening a dataset of many files downloads at most one
-// chunk that this node's share of the order may not need. ffrecord.plan models it.
+// reads its header asks for, with a chunk cache of chunkSize (0: none, uncachedFirstFetch):
+// firstFetch, and for a reader's first file (readAhead) one chunk more, its first chunk
+// whole whenever the header fits in firstFetch. With a cache, the chunks lying wholly in
+// those bytes are cached from them, and cost no GET of their own: a file of up to about a
+// chunk is read whole by one GET, and a large file's first chunk comes with its header.
+// Only the first file reads ahead, so that opening a dataset of many files downloads at
+// most one chunk that this node's share of the order may not need. ffrecord.plan models it.
 func FirstRequestBytes(chunkSize int64, readAhead bool) int64 {
-	if chunkSize > 0 && readAhead {
+	switch {
+	case chunkSize <= 0:
+		return uncachedFirstFetch
+	case readAhead:
 		return firstFetch + chunkSize
 	}
 	return firstFetch
@@ -65,20 +75,23 @@ func openRemoteFile(url string, opts ReaderOptions, stats *source.Stats, readAhe
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: mapping an image of %d bytes: %w", url, f.size, err)
 	}
-	cache := headerCache{dir: opts.Remote.CacheDir, url: url, etag: src.Version(), size: f.size}
+	cache, err := openHeaderCache(opts.Remote, url, src.Version(), f.size, stats)
+	if err != nil {
+		return nil, nil, err
+	}
 	// The node's processes opening the object at once (a job's workers and ranks) wait
 	// for the first to fetch the header and seed the chunk cache, then find both there.
 	defer cache.lock()()
 	var fetched uint64 // bytes [0, fetched) of the object arrived with the header
 	if !cache.load(f.data) {
 		chunkSize := int64(0)
-		if cache.path() != "" {
+		if cache.store != nil {
 			chunkSize = opts.Remote.ChunkSize
 		}
 		if fetched, err = f.fetchHeader(uint64(FirstRequestBytes(chunkSize, readAhead))); err != nil {
 			return nil, nil, err
 		}
-		cache.store(f.data)
+		cache.save(f.data)
 	}
 	where := func() (string, int64) { return url, -1 }
 	if err := withFaultGuard(where, func() error { return f.parseHeader(opts.CheckData, &warnings) }); err != nil {
@@ -117,6 +130,17 @@ func (f *dataFile) useChunkCache(ropts ReaderOptions, stats *source.Stats, fetch
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return err
+}
+
+// readFrom is where f's sample data is read from.
+func (f *dataFile) readFrom() ReadFrom {
+	if f.remote == nil {
+		return ReadLocal
+	}
+	if _, cached := f.remote.src.(*source.Cached); cached {
+		return ReadCached
+	}
+	return ReadRemote
 }
 
 // invalidOptions marks the failure to reach an object that is the options' or the URL's
@@ -216,10 +240,13 @@ func remoteError(path string, index int64, err error) error {
 // served from their mappings. With CheckData, a sample whose bytes do not match their
 // CRC-32 is fetched once more before deliver reports it (a body damaged in transit).
 func (r *Reader) fetchRemote(b *batch, dst []byte) error {
-	var encoded uint64
+	var encoded, delivered uint64
 	for k := range b.items {
-		if it := &b.items[k]; !it.inPlace() && it.file.remote != nil {
-			encoded += it.end - it.off
+		if it := &b.items[k]; it.file.remote != nil {
+			delivered += it.end - it.off
+			if !it.inPlace() {
+				encoded += it.end - it.off
+			}
 		}
 	}
 	scratch := make([]byte, encoded)
@@ -259,9 +286,13 @@ func (r *Reader) fetchRemote(b *batch, dst []byte) error {
 	}
 	// Files are fetched at once: a batch drawn from the many parts of a dump would
 	// otherwise wait one round trip per file. The client's pool bounds the requests.
-	return parallel.Each(len(byFile), parallel.UpTo(len(byFile)-1), func() {}, func(g int) error {
+	err := parallel.Each(len(byFile), parallel.UpTo(len(byFile)-1), func() {}, func(g int) error {
 		return r.fetchChecked(byFile[g].f, b.items, byFile[g].items)
 	})
+	if err == nil {
+		r.delivered.Add(int64(delivered))
+	}
+	return err
 }
 
 // fileItems are the items (indices into a batch's items) of remote file f.

@@ -52,10 +52,11 @@ class FFRecordDataModule(L.LightningDataModule):
     """The training data of one ``.ffr`` file (written by ``prepare_data`` when missing)."""
 
     def __init__(self, data_dir: str, samples: int = 64, batch_size: int = 8,
-                 num_workers: int = 0, seed: int = 0) -> None:
+                 num_workers: int = 0, seed: int = 0, workers: str = "processes") -> None:
         super().__init__()
         self.path = Path(data_dir) / "train.ffr"
         self.samples, self.batch_size, self.num_workers, self.seed = samples, batch_size, num_workers, seed
+        self.workers = workers
 
     def prepare_data(self) -> None:
         if not self.path.exists():
@@ -65,7 +66,7 @@ class FFRecordDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         # A seeded shuffle: epoch e's order is a function of (seed, e), in every process.
         return DataLoader(Regression(self.path), batch_size=self.batch_size, shuffle=True,
-                          seed=self.seed, num_workers=self.num_workers)
+                          seed=self.seed, num_workers=self.num_workers, workers=self.workers)
 
 
 class LinearModel(L.LightningModule):
@@ -100,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--checkpoint-dir", help="save a checkpoint every --max-steps steps here")
     parser.add_argument("--resume", help="a checkpoint to resume from")
     parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--threads", action="store_true", help="the workers are threads of this process")
     parser.add_argument("--log-batches", help="append each batch's sample indices to this file")
     args = parser.parse_args(argv)
 
@@ -116,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         callbacks=callbacks, logger=False, enable_checkpointing=bool(args.checkpoint_dir),
         enable_progress_bar=False, enable_model_summary=False,
     )
-    data = FFRecordDataModule(args.data_dir, num_workers=args.workers)
+    data = FFRecordDataModule(args.data_dir, num_workers=args.workers,
+                              workers="threads" if args.threads else "processes")
     trainer.fit(LinearModel(), datamodule=data, ckpt_path=args.resume)
 
 

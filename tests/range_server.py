@@ -34,7 +34,37 @@ STATS_PATH = "/__stats"
 FAULTS = ("reset", "truncate", "stall", "corrupt")
 
 
-class RangeServer:
+class LoopbackServer:
+    """A threaded HTTP/1.1 server on ``127.0.0.1`` with the handler class ``handler``,
+    served from a thread between ``start`` and ``stop`` (or in a ``with`` block)."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._server = _Server(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        kwargs={"poll_interval": 0.05})
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> Any:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+class RangeServer(LoopbackServer):
     """Serves ``objects`` (path → bytes) on ``127.0.0.1``: ``HEAD`` and ``GET`` with one
     byte range, an ``ETag`` of the content (``If-Match`` honoured), keep-alive connections,
     ``latency`` seconds before each answer, and faults injected one request at a time
@@ -59,14 +89,7 @@ class RangeServer:
         self._in_flight = 0
         self._etags: dict[int, tuple[bytes, str]] = {}
         self._lock = threading.Lock()
-        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        kwargs={"poll_interval": 0.05})
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        super().__init__(_handler_for(self))
 
     def inject(self, *faults: str | int) -> None:
         """Queues faults for the next requests: an HTTP status (``503``) or one of
@@ -77,21 +100,6 @@ class RangeServer:
                 raise ValueError(f"unknown fault {f!r}; known: HTTP statuses and {FAULTS}")
         with self._lock:
             self._faults.extend(faults)
-
-    def start(self) -> RangeServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
-
-    def __enter__(self) -> RangeServer:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         return f"RangeServer({self.url}, {len(self.objects)} objects, latency={self.latency})"

@@ -32,7 +32,7 @@ def test_workers_benchmark_prints_every_figure_and_ratio() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.workers", "--smoke", "--in-process",
-         "--only", "structured", "--only", "singles", "--only", "tensors"],
+         "--only", "structured", "--only", "singles", "--only", "tensors", "--only", "timing"],
         capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
@@ -46,6 +46,12 @@ def test_workers_benchmark_prints_every_figure_and_ratio() -> None:
     for ratio in RATIOS:
         assert re.search(rf"^  {re.escape(ratio)}: \d+\.\d\dx \(goal >= [\d.]+x: (met|MISSED)\)$",
                          out, re.M), f"no ratio {ratio}"
+    for mode in ("0 workers", "2 processes", "2 threads"):  # timing's cost, on and off side by side
+        for what in ("timing on", "timing off", "1 KiB samples"):
+            value = re.search(rf"^  {mode}, {what} +(\d+\.\d\d) us a batch", out, re.M)
+            assert value and float(value.group(1)) > 0, f"no figure for {mode}, {what}"
+        assert re.search(rf"^  {mode}: timing costs -?\d+\.\d% of the epoch \(goal <= 1\.0%: (met|MISSED)\)$",
+                         out, re.M), f"no cost for {mode}"
     assert "data in " in out
     folder = re.search(r"data in (\S+)", out).group(1)
     assert not os.path.exists(folder), "the benchmark must delete its data"

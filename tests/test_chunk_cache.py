@@ -234,7 +234,7 @@ def test_a_server_that_ignores_range_still_serves_right_bytes(served, tmp_path):
 
 def test_a_limit_too_small_is_refused_up_front(served, tmp_path):
     srv, url, _ = served
-    with pytest.raises(ValueError, match=r"cache_limit 1000 bytes is below the 640024 bytes .* raise cache_limit or lower chunk_size"):
+    with pytest.raises(ValueError, match=r"cache_limit 1000 bytes is below the 640088 bytes .* raise cache_limit or lower chunk_size"):
         cached(url, tmp_path / "cache", cache_limit=1000)
     with pytest.raises(ValueError, match="cache_limit"):
         FileReader(url, cache_dir=tmp_path / "c", cache_limit=-1)
@@ -243,7 +243,7 @@ def test_a_limit_too_small_is_refused_up_front(served, tmp_path):
 def test_a_small_limit_evicts_and_stays_under_it(served, tmp_path):
     srv, url, samples = served
     cache = tmp_path / "cache"
-    limit = 3 * (CHUNK + 12)
+    limit = 3 * (CHUNK + 44)
     with cached(url, cache, cache_limit=limit) as r:
         for _ in range(2):
             order = np.random.default_rng(2).permutation(64)
@@ -255,7 +255,7 @@ def test_a_small_limit_evicts_and_stays_under_it(served, tmp_path):
 def test_a_full_cache_disk_is_a_clear_error_and_keeps_what_is_cached(tmp_path):
     mnt = tmp_path / "tiny"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)]).returncode:
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(mnt)]).returncode:
         pytest.skip("cannot mount a tmpfs here")
     try:
         samples = samples_of(8, size=40 << 10)
@@ -318,7 +318,7 @@ def test_processes_reading_the_same_chunks_download_each_once(tmp_path):
 
 def test_prefetch_downloads_chunks_ahead_and_counters_see_retries(served, tmp_path):
     srv, url, samples = served
-    with cached(url, tmp_path / "cache", cache_limit=10 * (CHUNK + 12)) as r:
+    with cached(url, tmp_path / "cache", cache_limit=10 * (CHUNK + 44)) as r:
         # 8 chunks hinted: the SEEDED cached at open are read ahead from disk, the others
         # downloaded (room for 8 chunks beside the 2 being read).
         assert r.prefetch(range(0, 64, 4)) == 8

@@ -21,6 +21,7 @@ from ffrecord.dataset import (CodecError, CorruptDatasetError, DatapointError, D
                               ShardedDatasetReader, ShardedDatasetWriter, SpecError,
                               UnsupportedVersionError)
 from ffrecord.dataset import codecs, sequence
+from ffrecord.dataset.spec import VERSION
 from ffr_helpers import payload
 
 SPEC = {"label": "int", "image": "bytes", "caption": "utf8:zstd", "frames": "bytes[]",
@@ -324,8 +325,8 @@ def test_newer_version_missing_file_and_count_mismatch(tmp_path: Path, dataset: 
         if name.endswith((".ffr", ".json")):  # the dataset without its manifest
             (copy / name).write_bytes((dataset / name).read_bytes())
     spec = json.loads((copy / "spec.json").read_text())
-    (copy / "spec.json").write_text(json.dumps({**spec, "version": 2}))
-    with pytest.raises(UnsupportedVersionError, match="version 2 is newer"):
+    (copy / "spec.json").write_text(json.dumps({**spec, "version": VERSION + 1}))
+    with pytest.raises(UnsupportedVersionError, match=f"version {VERSION + 1} is newer"):
         DatasetReader(copy)
     (copy / "spec.json").write_text(json.dumps({**spec, "length": 11}))
     with pytest.raises(CorruptDatasetError, match=r"label.ffr: field 'label' holds 12 datapoints; spec.json says 11"):
@@ -409,6 +410,8 @@ def test_sharded_datasets_written_by_two_processes(tmp_path: Path) -> None:
         clone.close()
     with ShardedDatasetReader(directory, shardstart=1, shardstep=2) as odd:
         assert [d["n"] for d in odd] == [5, 6, 7, 8, 9, 15, 16, 17, 18, 19, 25, 26]
+    with pytest.raises(IncompleteDatasetError, match="sharded dataset .*open_dataset or ShardedDatasetReader"):
+        DatasetReader(directory)  # the reader of one dataset names the one to use
     (Path(directory) / "000003" / "spec.json").unlink()
     with pytest.raises(IncompleteDatasetError, match="000003: no spec.json"):
         ShardedDatasetReader(directory)
@@ -462,7 +465,7 @@ def test_a_known_length_is_held_to(tmp_path: Path) -> None:
         assert reader.read([1, 0]) == [{"n": 1, "s": []}, {"n": 0, "s": [b"a"]}]
     writer = DatasetWriter(tmp_path / "short", {"n": "int"}, length=3)
     writer.append({"n": 0})
-    with pytest.raises(ValueError, match="n=3"):
+    with pytest.raises(ValueError, match="closed after 1 datapoints; the dataset was created for length=3"):
         writer.close()
     assert not (tmp_path / "short").exists()
 

@@ -22,6 +22,7 @@ from ffrecord.dataset import (CorruptDatasetError, DatasetReader, DatasetWriter,
                               SequenceRangeError, ShardedDatasetReader, ShardedDatasetWriter,
                               UnsupportedVersionError)
 from ffrecord.dataset import sequence
+from ffrecord.dataset.spec import VERSION
 from ffrecord.dataset.claim import CLAIM_FILE
 from remote_fixtures import bucket, s3_endpoint  # noqa: F401 - fixtures
 
@@ -321,7 +322,7 @@ def test_damaged_spec_files(dataset: Path, text: str | bytes, match: str) -> Non
 
 
 def test_a_newer_version_still_says_upgrade(dataset: Path) -> None:
-    (dataset / "spec.json").write_text(json.dumps({**SPEC_BASE, "version": 2}))
+    (dataset / "spec.json").write_text(json.dumps({**SPEC_BASE, "version": VERSION + 1}))
     with pytest.raises(UnsupportedVersionError, match="upgrade"):
         DatasetReader(dataset)
 

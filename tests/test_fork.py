@@ -4,9 +4,11 @@ fails the test, it never stalls the run."""
 
 from __future__ import annotations
 
+import errno
 import gc
 import multiprocessing
 import os
+import pickle
 import random
 import shutil
 import threading
@@ -14,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ffrecord import FileReader, FileWriter, _lib
+from ffrecord import FileReader, FileWriter, ObjectChangedError, _lib
+from ffrecord.reader import reopen
 from ffr_helpers import payload, random_sizes, run_in_child, run_python, run_threads, write_dataset
 
 POOL_TIMEOUT = 120
@@ -279,3 +282,38 @@ def test_child_of_a_process_that_never_loaded_uses_the_library_itself(dataset, t
         print("ok")
     """, tmp_path)
     assert out == "ok"
+
+
+@pytest.mark.parametrize("check_data", [True, False])
+def test_a_file_replaced_before_the_fork_is_refused_in_the_child(tmp_path: Path, check_data: bool) -> None:
+    """The child reopens by path: a file of other samples found there is an error, never
+    read as the parent's file (whose sample count the child's copy still shows)."""
+    path = write_dataset(tmp_path / "d.ffr", [b"one", b"two"])
+    reader = FileReader(path, check_data)
+    stamp = reader.file_stamp(0)
+    write_dataset(tmp_path / "other.ffr", [b"ONE", b"TWO"])
+    os.replace(tmp_path / "other.ffr", path)  # same size, other samples
+    assert reader.file_stamp(0) == stamp  # the parent's file, still open
+
+    def child() -> None:
+        with pytest.raises(ObjectChangedError, match="d.ffr: replaced since the reader opened it"):
+            reader.read([0])
+
+    run_in_child(child)
+    assert [s.tobytes() for s in reader.read([0, 1])] == [b"one", b"two"]
+    reader.close()
+
+
+def test_a_pickled_reader_refuses_a_file_replaced_since(tmp_path: Path) -> None:
+    path = write_dataset(tmp_path / "d.ffr", [b"one", b"two"])
+    with FileReader(tmp_path) as reader:
+        pickled = pickle.dumps(reader)
+        with pickle.loads(pickled) as copy:  # unchanged: reads as the original
+            assert [s.tobytes() for s in copy.read([1])] == [b"two"]
+        write_dataset(tmp_path / "other.ffr", [b"three"])  # one more file in the directory
+        with pytest.raises(ObjectChangedError, match="2 files now, 1 when the reader opened them"):
+            reopen(tmp_path, True, (), stamps=reader.file_stamps)
+        os.replace(tmp_path / "other.ffr", path)
+        with pytest.raises(ObjectChangedError, match="d.ffr: replaced since the reader opened it") as info:
+            pickle.loads(pickled)
+        assert info.value.errno == errno.ESTALE

@@ -37,15 +37,16 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[
     return root / "data", train(root / "data", root / "full.jsonl")
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("workers", [["--workers", "0"], ["--workers", "2"], ["--workers", "2", "--threads"]],
+                         ids=["0", "2 processes", "2 threads"])
 def test_resume_continues_with_the_uninterrupted_batches(
-        uninterrupted: tuple[Path, list[list[int]]], tmp_path: Path, workers: int) -> None:
+        uninterrupted: tuple[Path, list[list[int]]], tmp_path: Path, workers: list[str]) -> None:
     data, full = uninterrupted
     assert len(full) == 16 and sorted(sum(full[:8], [])) == list(range(64))
     checkpoints = tmp_path / "checkpoints"
     first = train(data, tmp_path / "first.jsonl", "--max-steps", str(STOP_AT),
-                  "--checkpoint-dir", str(checkpoints), "--workers", str(workers))
+                  "--checkpoint-dir", str(checkpoints), *workers)
     assert first == full[:STOP_AT]
     resumed = train(data, tmp_path / "resumed.jsonl", "--resume", str(checkpoints / f"step={STOP_AT}.ckpt"),
-                    "--workers", str(workers))
+                    *workers)
     assert resumed == full[STOP_AT:]

@@ -15,7 +15,7 @@ import pytest
 
 from ffrecord import FileReader, FileWriter
 from ffrecord.cli import main
-from ffrecord.plan import plan
+from ffrecord.plan import PlanError, plan
 
 from range_server import RangeServer
 
@@ -92,5 +92,53 @@ def test_full_shuffle_without_cache_and_the_s3_warning(served, capsys):
                  "--samples-per-second", "20000", "--chunk-size", str(CHUNK), "--window", "4"]) == 0
     out = capsys.readouterr().out
     assert "per node, epoch 1" in out and "GETs/s on the prefix" in out
-    with pytest.raises(ValueError, match="window"):
+    with pytest.raises(PlanError, match="window"):
         plan(url, window=0)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    path = tmp_path_factory.mktemp("plan-args") / "d.ffr"
+    with FileWriter(path, 100) as writer:
+        writer.write_many([bytes(1000)] * 100)
+    return str(path)
+
+
+COUNTS = ("nodes", "gpus_per_node", "batch_size", "chunk_size", "window", "cache_limit")
+BAD_COUNTS = [float("nan"), float("inf"), -float("inf"), 1.5, 2.0, 0, -1, 2**63, 2**64 + 5, True,
+              np.float64(3), "4", None]
+BAD_RATES = [float("nan"), float("inf"), -float("inf"), 0, -1, 0.0, -1e-9, 10**400, True, "100", None]
+
+
+@pytest.mark.parametrize("name,value", [(name, value) for name in COUNTS for value in BAD_COUNTS
+                                        if not (name == "cache_limit" and value is None)]
+                         + [("samples_per_second", value) for value in BAD_RATES]
+                         + [("shuffle", "random"), ("cached", "no"), ("cached", 1)])
+def test_every_argument_is_checked(small, name, value):
+    with pytest.raises(PlanError, match=f"^{name} must be") as refused:
+        plan(small, **{name: value})
+    assert isinstance(refused.value, ValueError)
+
+
+def test_the_largest_arguments_are_modelled(small):
+    for name in COUNTS:
+        assert plan(small, **{name: 2**63 - 1}).samples == 100
+    assert plan(small, nodes=np.int64(3), samples_per_second=np.float32(2.5)).nodes == 3
+    tiny = plan(small, samples_per_second=1e-300)
+    assert tiny.epoch_seconds == 100 / 1e-300 and "epoch ~" in str(tiny)
+
+
+@pytest.mark.parametrize("option,text,named", [
+    ("--nodes", "nan", "nodes"), ("--nodes", "1.5", "nodes"), ("--nodes", "inf", "nodes"),
+    ("--gpus-per-node", "0", "gpus_per_node"), ("--batch-size", "2.5", "batch_size"),
+    ("--batch-size", "NaN", "batch_size"), ("--samples-per-second", "nan", "samples_per_second"),
+    ("--samples-per-second", "inf", "samples_per_second"), ("--samples-per-second", "-5", "samples_per_second"),
+    ("--samples-per-second", "1e400", "samples_per_second"), ("--chunk-size", "18446744073709551621", "chunk_size"),
+    ("--window", "abc", "window"), ("--cache-limit", "1e3", "cache_limit"),
+])
+def test_the_command_prints_one_line_and_exits_2(small, option, text, named):
+    out = subprocess.run([sys.executable, "-m", "ffrecord", "plan", small, option, text],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith(f"ffrecord plan: error: {named} must be"), \
+        out.stderr

@@ -312,8 +312,8 @@ def test_torch_docstring_examples_run(tmp_path, monkeypatch):
     pytest.importorskip("torch")
     import doctest
 
-    from ffrecord.torch import dataloader, dataset, sampler
+    from ffrecord.torch import _stats, dataloader, dataset, sampler
 
     monkeypatch.chdir(tmp_path)
-    for module in (dataset, sampler, dataloader):
+    for module in (dataset, sampler, dataloader, _stats):
         assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0, module.__name__

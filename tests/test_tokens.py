@@ -276,6 +276,24 @@ def test_convert_resumes_after_a_failure(tmp_path: Path) -> None:
     assert (blocks.read([0])[0] == list(texts[0].encode()[:9])).all()
 
 
+def test_convert_does_not_resume_shards_whose_documents_changed(tmp_path: Path) -> None:
+    texts = list(TEXTS)
+    texts[23] = ""
+    source = write_jsonl(tmp_path / "in.jsonl", texts)
+    with pytest.raises(EmptyDocumentError):
+        convert_text(source, tmp_path / "out", byte_tokenizer, 256, workers=0, shard_docs=10, progress=False)
+    texts[23], texts[14] = "fixed", "rewritten since the first run"  # shard 1 changed, shard 0 not
+    write_jsonl(source, texts)
+    stats = convert_text(source, tmp_path / "out", byte_tokenizer, 256, workers=0, shard_docs=10,
+                         progress=False)
+    assert stats["resumed_documents"] == 10 and stats["documents"] == 40
+    blocks = TokenBlocks(tmp_path / "out", block_size=8)
+    assert blocks.tokens == sum(len(t.encode()) for t in texts)
+    stream = np.concatenate([blocks.read([k])[0][:8] for k in range(blocks.tokens // 8)])
+    want = np.frombuffer("".join(texts).encode(), np.uint8)[:len(stream)]
+    assert (stream == want).all()
+
+
 def test_convert_from_parquet_hf_and_iterables_agree(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     pa = pytest.importorskip("pyarrow")
@@ -353,9 +371,11 @@ def test_docstring_examples_run() -> None:
     import doctest
 
     from ffrecord import tokens
-    from ffrecord.tokens import blocks, convert, errors, index, packing, sources, stream, writer
+    from ffrecord.tokens import (arguments, binding, blocks, convert, errors, index, packing, sources, stream,
+                                 writer)
     from ffrecord.torch import collate
 
-    for module in (tokens, blocks, convert, errors, index, packing, sources, stream, writer, collate):
+    for module in (tokens, arguments, binding, blocks, convert, errors, index, packing, sources, stream, writer,
+                   collate):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__

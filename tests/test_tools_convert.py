@@ -186,8 +186,9 @@ def test_a_huge_bogus_length_is_truncation_not_an_allocation(tmp_path):
 def test_docstring_examples_run():
     import doctest
 
-    from ffrecord.converters import _base, _runner, records
+    import ffrecord.converters
+    from ffrecord.converters import _base, _files, _index, _runner, arrow, litdata, records
 
-    for module in (convert, records, _runner, _base):
+    for module in (convert, records, _runner, _base, _files, _index, arrow, litdata, ffrecord.converters):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__

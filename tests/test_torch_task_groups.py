@@ -131,7 +131,7 @@ def test_a_failed_batch_raises_at_its_turn(tmp_path):
     assert [ids(next(iterator)) for _ in range(3)] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]  # those before it
     with pytest.raises(CorruptFileError, match="checksum"):
         next(iterator)
-    assert damaged.state_dict()["step"] == 3
+    assert damaged.state_dict()["step"] == 4  # the failed batch counts as spent
     assert ids(next(iterator)) == [12, 13, 14]  # the rest of its group, as torch goes on after a failure
 
 
@@ -151,7 +151,7 @@ def test_a_damaged_datapoint_raises_at_its_batch_in_a_structured_task(tmp_path):
     assert [next(iterator)["label"].tolist() for _ in range(3)] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
     with pytest.raises(CorruptFileError, match="checksum"):
         next(iterator)
-    assert loader.state_dict()["step"] == 3
+    assert loader.state_dict()["step"] == 4  # the failed batch counts as spent
     assert next(iterator)["label"].tolist() == [12, 13, 14]
 
 

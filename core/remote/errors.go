@@ -81,6 +81,13 @@ type notFound struct{ *statusError }
 
 func (e notFound) Unwrap() error { return syscall.ENOENT }
 
+// heldByAnother is an object that DeleteIfHolds left: it holds another writer's data (EEXIST).
+type heldByAnother struct{}
+
+func (heldByAnother) Error() string { return "the object holds another writer's data: left in place" }
+
+func (heldByAnother) Unwrap() error { return syscall.EEXIST }
+
 // alreadyExists is a conditional PUT's 412: an object has the key (EEXIST).
 type alreadyExists struct{ *statusError }
 

@@ -92,6 +92,53 @@ func (c *Client) PutNew(raw string, body []byte) error {
 	return &fs.PathError{Op: "PUT", Path: raw, Err: alreadyExists{se}}
 }
 
+// DeleteIfHolds deletes the object at an s3:// URL only while it holds body, which should
+// say who wrote it (a writer's claim, with a random token): it reads the object, then
+// deletes it on condition of the ETag read (If-Match), so that an object another writer
+// put in its place meanwhile stays. An object holding anything else is left, and is an
+// error wrapping fs.ErrExist (EEXIST); a missing one is no error. A store that ignores
+// If-Match on DELETE (or sends no ETag) deletes unconditionally: the read then narrows
+// the race to the time between the read and the delete.
+func (c *Client) DeleteIfHolds(raw string, body []byte) error {
+	loc, err := c.objectToWrite(raw)
+	if err != nil {
+		return err
+	}
+	obj := &Object{c: c, loc: loc}
+	size, etag, err := obj.Stat() // pins the ETag: the read below is of this version
+	if err == nil && size == int64(len(body)) {
+		var held []byte
+		if held, err = obj.ReadAll(size); err == nil && !bytes.Equal(held, body) {
+			err = ErrChanged // another writer's, of the same length
+		}
+	} else if err == nil {
+		err = ErrChanged
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case errors.Is(err, ErrChanged):
+		return &fs.PathError{Op: "DELETE", Path: raw, Err: heldByAnother{}}
+	case err != nil:
+		return err
+	}
+	err = c.do(context.Background(), "DELETE", loc, func(ctx context.Context) (*http.Request, error) {
+		req, err := c.request(ctx, http.MethodDelete, loc, loc.url, nil, emptyHash)
+		if req != nil && etag != "" && !strings.HasPrefix(etag, "W/") {
+			req.Header.Set("If-Match", `"`+etag+`"`)
+		}
+		return req, err
+	}, func(*http.Response) error { return nil })
+	var se *statusError
+	switch {
+	case errors.Is(err, fs.ErrNotExist): // deleted by an attempt whose answer was lost, or by hand
+		return nil
+	case errors.As(err, &se) && se.code == http.StatusPreconditionFailed:
+		return &fs.PathError{Op: "DELETE", Path: raw, Err: heldByAnother{}}
+	}
+	return err
+}
+
 // objectToWrite locates an s3:// URL that names an object key.
 func (c *Client) objectToWrite(raw string) (*location, error) {
 	loc, err := c.locate(raw)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"slices"
@@ -20,11 +21,20 @@ const (
 	DefaultRetries     = 5
 	DefaultCoalesceGap = 1 << 20
 	DefaultChunkSize   = 16 << 20
-	// DefaultMergeGap: reading 64 KiB through takes well under a millisecond at object
-	// storage's speeds, a request's round trip tens of milliseconds; so small neighbouring
-	// values (a structured dataset's labels) cost one request, not one each.
-	DefaultMergeGap = 64 << 10
+	// DefaultMergeGap: object storage bills a GET about what it bills 4 KiB of egress, so
+	// reading a gap that small through costs no more than the request it saves: small
+	// neighbouring values (a structured dataset's labels) cost one request, not one each,
+	// and samples of more than 4 KiB are never read with their neighbours' bytes.
+	DefaultMergeGap = 4 << 10
+	// MaxConcurrency and MaxRetries bound those options: past any file descriptor limit,
+	// and past weeks of retrying at the backoff's cap, a larger value is a mistake.
+	MaxConcurrency = 1 << 16
+	MaxRetries     = 1 << 16
 )
+
+// maxTimeoutSeconds is the longest timeout a time.Duration holds (about 292 years): a
+// larger one means no deadline in practice, and is that.
+const maxTimeoutSeconds = float64(math.MaxInt64 / time.Second)
 
 // Options configure access to remote objects. The zero value means: the defaults above,
 // the endpoint and region from the environment, credentials as the AWS SDKs find them.
@@ -44,7 +54,8 @@ type Options struct {
 	VirtualHosted *bool `json:"virtual_hosted"`
 	// Concurrency bounds the requests in flight per client (0: DefaultConcurrency).
 	Concurrency int `json:"concurrency"`
-	// Timeout is each request's deadline in seconds (0: DefaultTimeout).
+	// Timeout is each request's deadline in seconds (0: DefaultTimeout; past what a
+	// time.Duration holds, about 292 years: that longest one).
 	Timeout float64 `json:"timeout"`
 	// CoalesceGap is the widest gap, in bytes, read through to join two range requests
 	// when a batch needs more requests than Concurrency (0: DefaultCoalesceGap; -1: never).
@@ -204,10 +215,14 @@ func (o *Options) withDefaults() error {
 	switch {
 	case o.Concurrency < 1:
 		return fmt.Errorf("storage option concurrency %d is not positive", o.Concurrency)
+	case o.Concurrency > MaxConcurrency:
+		return fmt.Errorf("storage option concurrency %d is over %d", o.Concurrency, MaxConcurrency)
 	case o.CacheLimit < 0:
 		return fmt.Errorf("storage option cache_limit %d is negative", o.CacheLimit)
 	case o.ChunkSize < 1:
 		return fmt.Errorf("storage option chunk_size %d is not positive", o.ChunkSize)
+	case math.IsNaN(o.Timeout) || math.IsInf(o.Timeout, 0):
+		return fmt.Errorf("storage option timeout %g is not a finite number", o.Timeout)
 	case o.Timeout < 0:
 		return fmt.Errorf("storage option timeout %g is negative", o.Timeout)
 	case o.CoalesceGap < -1:
@@ -216,13 +231,18 @@ func (o *Options) withDefaults() error {
 		return fmt.Errorf("storage option merge_gap %d is below -1", o.MergeGap)
 	case o.Retries < -1:
 		return fmt.Errorf("storage option retries %d is below -1", o.Retries)
+	case o.Retries > MaxRetries:
+		return fmt.Errorf("storage option retries %d is over %d", o.Retries, MaxRetries)
 	}
 	return nil
 }
 
 func (o *Options) timeout() time.Duration {
-	if o.Timeout == 0 {
+	switch {
+	case o.Timeout == 0:
 		return DefaultTimeout
+	case o.Timeout >= maxTimeoutSeconds: // converted, it would overflow to a past deadline
+		return math.MaxInt64
 	}
 	return time.Duration(o.Timeout * float64(time.Second))
 }

@@ -148,15 +148,25 @@ func (o *Object) ReadRanges(spans []Span) error {
 		func(i int) error { return o.read(&reqs[i]) })
 }
 
+// readThroughShare bounds the bytes read through gaps to fit a batch in one round of the
+// pool: at most 1/readThroughShare of the bytes the batch wants. Object storage bills every
+// byte it sends, so a loader's epoch without a cache downloads at most ~6% more than it
+// reads, whatever its batches' size (a worker's task of several batches included); a
+// round trip saved is worth the bytes only within that bound.
+const readThroughShare = 16
+
 // plan cuts spans into pieces of at most maxRequestBytes and groups the pieces that are
 // adjacent in the object into requests, reading through gaps of up to mergeGap bytes
-// always (the byte-waste bound; no gap at all when maxGap is not positive). When that leaves more requests than depth (more
-// than one round trip of the pool), the smallest gaps of at most maxGap bytes between
-// requests are read through, until the batch fits in depth requests: a round trip saved
-// is worth more than the bytes of a small gap.
+// always (as many bytes as a request costs; no gap at all when maxGap is not positive).
+// When that leaves more requests than depth (more than one round trip of the pool), the
+// smallest gaps of at most maxGap bytes between requests are read through, until the
+// batch fits in depth requests or the bytes read through would pass readThroughShare of
+// the bytes wanted.
 func plan(spans []Span, depth int, maxGap, mergeGap int64) []request {
 	var pieces []piece
+	var wanted int64
 	for k, s := range spans {
+		wanted += int64(len(s.Buf))
 		for at := 0; at < len(s.Buf); at += maxRequestBytes {
 			end := min(len(s.Buf), at+maxRequestBytes)
 			pieces = append(pieces, piece{span: k, off: s.Off + int64(at), buf: s.Buf[at:end]})
@@ -177,28 +187,34 @@ func plan(spans []Span, depth int, maxGap, mergeGap int64) []request {
 		return reqs
 	}
 	if mergeGap > 0 && len(reqs) > 1 {
-		reqs = bridge(reqs, len(reqs), min(mergeGap, maxGap))
+		reqs = bridge(reqs, len(reqs), min(mergeGap, maxGap), -1)
 	}
 	if len(reqs) <= depth {
 		return reqs
 	}
-	return bridge(reqs, len(reqs)-depth, maxGap)
+	return bridge(reqs, len(reqs)-depth, maxGap, wanted/readThroughShare)
 }
 
 // bridge merges up to count pairs of neighbouring requests across their gaps, smallest
-// gaps first, none wider than maxGap, no merged request over maxRequestBytes.
-func bridge(reqs []request, count int, maxGap int64) []request {
+// gaps first, none wider than maxGap, no merged request over maxRequestBytes, and (budget
+// not negative) the gaps' bytes adding up to at most budget.
+func bridge(reqs []request, count int, maxGap, budget int64) []request {
 	gaps := make([]int, 0, len(reqs)-1)
 	for i := range len(reqs) - 1 {
 		if g := reqs[i+1].off - reqs[i].end; g > 0 && g <= maxGap {
 			gaps = append(gaps, i)
 		}
 	}
-	slices.SortFunc(gaps, func(a, b int) int {
-		return cmp.Compare(reqs[a+1].off-reqs[a].end, reqs[b+1].off-reqs[b].end)
-	})
+	gap := func(i int) int64 { return reqs[i+1].off - reqs[i].end }
+	slices.SortFunc(gaps, func(a, b int) int { return cmp.Compare(gap(a), gap(b)) })
 	join := make([]bool, len(reqs))
 	for _, i := range gaps[:min(count, len(gaps))] {
+		if budget >= 0 {
+			if budget < gap(i) {
+				break
+			}
+			budget -= gap(i)
+		}
 		join[i] = true
 	}
 	merged := reqs[:1]

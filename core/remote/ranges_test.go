@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -166,12 +167,18 @@ func TestS3RequestsAreSignedAndAddressed(t *testing.T) {
 	}
 }
 
-func TestPlanBridgesTheSmallestGapsWhenOverDepth(t *testing.T) {
-	buf := make([]byte, 10)
+// spansAt are spans of size bytes at offs.
+func spansAt(size int, offs ...int64) []Span {
 	var spans []Span
-	for _, off := range []int64{0, 20, 1000, 1015, 5000} { // gaps 10, 970, 5, 3975
-		spans = append(spans, Span{Off: off, Buf: buf})
+	for _, off := range offs {
+		spans = append(spans, Span{Off: off, Buf: make([]byte, size)})
 	}
+	return spans
+}
+
+func TestPlanBridgesTheSmallestGapsWhenOverDepth(t *testing.T) {
+	// 1,000 bytes wanted: 62 may be read through. Gaps 10, 970, 5, 3975.
+	spans := spansAt(200, 0, 210, 1380, 1585, 5760)
 	if n := len(plan(spans, 8, 1<<20, 0)); n != 5 {
 		t.Fatalf("within depth: %d requests, want 5 (no gap read through)", n)
 	}
@@ -180,11 +187,40 @@ func TestPlanBridgesTheSmallestGapsWhenOverDepth(t *testing.T) {
 	for i, r := range reqs {
 		got[i] = [2]int64{r.off, r.end}
 	}
-	if want := [][2]int64{{0, 30}, {1000, 1025}, {5000, 5010}}; !slices.Equal(got, want) {
+	if want := [][2]int64{{0, 410}, {1380, 1785}, {5760, 5960}}; !slices.Equal(got, want) {
 		t.Fatalf("depth 3: requests %v, want %v (the two smallest gaps bridged)", got, want)
 	}
-	if n := len(plan(spans, 1, 100, 0)); n != 3 {
-		t.Fatalf("gaps over maxGap are never bridged: %d requests, want 3", n)
+	if n := len(plan(spans, 1, 1<<20, 0)); n != 3 {
+		t.Fatalf("gaps past the bytes' share are never bridged: %d requests, want 3", n)
+	}
+	if n := len(plan(spans, 1, 8, 0)); n != 4 {
+		t.Fatalf("gaps over maxGap are never bridged: %d requests, want 4", n)
+	}
+}
+
+func TestBytesReadThroughToFitTheDepthStayWithinTheirShare(t *testing.T) {
+	// A loader worker's task of 256 samples of 16 KiB drawn from 5,000: gaps of up to a
+	// megabyte would fit it in one round of 64 requests, at 8 times the bytes wanted.
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 200 {
+		size := 1 + rng.IntN(32<<10)
+		count := 1 + rng.IntN(300)
+		picked := map[int64]bool{}
+		var offs []int64
+		for len(offs) < count {
+			if k := rng.Int64N(int64(count * (1 + rng.IntN(40)))); !picked[k] {
+				picked[k] = true
+				offs = append(offs, k*int64(size))
+			}
+		}
+		spans := spansAt(size, offs...)
+		var fetched int64
+		for _, r := range plan(spans, 1+rng.IntN(64), DefaultCoalesceGap, 0) {
+			fetched += r.end - r.off
+		}
+		if wanted := int64(size * count); fetched > wanted+wanted/readThroughShare {
+			t.Fatalf("trial %d: %d bytes fetched for %d wanted (%d spans of %d)", trial, fetched, wanted, count, size)
+		}
 	}
 }
 
@@ -192,8 +228,8 @@ func TestBridgedGapsAreSkippedOnTheWire(t *testing.T) {
 	data := pattern(1 << 16)
 	srv := newFakeServer(t, data)
 	o, _ := testClient(t, Options{Concurrency: 2, MergeGap: -1}).Object(srv.URL + "/obj")
-	offs := []int{0, 300, 700, 2000, 9000, 60000}
-	lens := []int{100, 100, 100, 100, 100, 100}
+	offs := []int{0, 2050, 4150, 6300, 60000} // gaps 50, 100, 150 within 1/16 of 10,000 bytes
+	lens := []int{2000, 2000, 2000, 2000, 2000}
 	if err := readSpans(t, o, data, offs, lens); err != nil {
 		t.Fatal(err)
 	}

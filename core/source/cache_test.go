@@ -154,7 +154,7 @@ func TestCacheKeysByVersion(t *testing.T) {
 func TestCacheEvictsToItsLimitAndRefusesTooSmallOne(t *testing.T) {
 	dir := t.TempDir()
 	obj := newObject(100_100, "v1")
-	limit := int64(3 * (10_000 + trailerSize))
+	limit := int64(3 * (10_000 + sealSize))
 	c, stats := cachedOver(t, obj, dir, limit, 10_000)
 	if got := readAll(t, c); !bytes.Equal(got, obj.data) {
 		t.Fatal("bytes differ")
@@ -172,7 +172,7 @@ func TestCacheEvictsToItsLimitAndRefusesTooSmallOne(t *testing.T) {
 	}
 	store, _ := OpenStore(dir, 10_000)
 	_, err := NewCached(obj, store, evenBounds(100, obj.Size(), 10_000), new(Stats))
-	if !errors.Is(err, ErrCacheLimit) || !strings.Contains(err.Error(), "below the 20024 bytes") {
+	if !errors.Is(err, ErrCacheLimit) || !strings.Contains(err.Error(), "below the 20088 bytes") {
 		t.Fatalf("a limit below two chunks: %v", err)
 	}
 }
@@ -182,9 +182,9 @@ func TestTwoLimitsOnOneDirectory(t *testing.T) {
 	obj := newObject(80_100, "v1")
 	big, _ := cachedOver(t, obj, dir, 0, 10_000)
 	readAll(t, big)
-	small, _ := cachedOver(t, obj, dir, 3*(10_000+trailerSize), 10_000)
+	small, _ := cachedOver(t, obj, dir, 3*(10_000+sealSize), 10_000)
 	other := newObject(40_100, "other")
-	c, _ := cachedOver(t, other, dir, 3*(10_000+trailerSize), 10_000)
+	c, _ := cachedOver(t, other, dir, 3*(10_000+sealSize), 10_000)
 	if !bytes.Equal(readAll(t, c), other.data) || !bytes.Equal(readAll(t, small), obj.data) {
 		t.Fatal("bytes differ")
 	}
@@ -199,7 +199,7 @@ func TestTwoLimitsOnOneDirectory(t *testing.T) {
 func TestChunksInUseAreNotEvicted(t *testing.T) {
 	dir := t.TempDir()
 	obj := newObject(60_100, "v1")
-	limit := int64(2 * (10_000 + trailerSize))
+	limit := int64(2 * (10_000 + sealSize))
 	c, stats := cachedOver(t, obj, dir, limit, 10_000)
 	readAll(t, c)
 	// Lease every cached chunk (the limit's worth), as other processes reading them would.
@@ -265,7 +265,7 @@ func TestDamagedChunkFileIsDownloadedAgain(t *testing.T) {
 func TestDownloadLeftByADeadProcessIsNeverServed(t *testing.T) {
 	dir := t.TempDir()
 	obj := newObject(30_100, "v1")
-	c, stats := cachedOver(t, obj, dir, int64(3*(10_000+trailerSize)), 10_000)
+	c, stats := cachedOver(t, obj, dir, int64(3*(10_000+sealSize)), 10_000)
 	// A killed process left half a download and the download's lock file (unlocked now).
 	name := c.chunkName(0)
 	tmp := filepath.Join(dir, "chunks", ".tmp-10012-99999-1")
@@ -293,9 +293,9 @@ func TestFullDiskIsAClearErrorAndLosesNothing(t *testing.T) {
 	if err := c.ReadRanges([]Span{{Off: 100, Buf: make([]byte, 10)}}); err != nil {
 		t.Fatal(err)
 	}
-	saved := writeChunk
-	writeChunk = func(*os.File, []byte) error { return syscall.ENOSPC }
-	defer func() { writeChunk = saved }()
+	saved := writeCacheFile
+	writeCacheFile = func(*os.File, []byte) error { return syscall.ENOSPC }
+	defer func() { writeCacheFile = saved }()
 	err := c.ReadRanges([]Span{{Off: 20_100, Buf: make([]byte, 10)}})
 	if !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, ErrCache) || !strings.Contains(err.Error(), "disk is full") {
 		t.Fatalf("full disk: %v", err)
@@ -322,7 +322,7 @@ func TestReadOnlyCacheDirectoryIsRefusedAtOpen(t *testing.T) {
 func TestPrefetchDownloadsAheadWithinRoom(t *testing.T) {
 	dir := t.TempDir()
 	obj := newObject(100_100, "v1")
-	c, stats := cachedOver(t, obj, dir, int64(5*(10_000+trailerSize)), 10_000)
+	c, stats := cachedOver(t, obj, dir, int64(5*(10_000+sealSize)), 10_000)
 	if n := c.Prefetch([]int64{100, 10_100, 20_100, 30_100, 40_100, 50_100}); n != 3 {
 		t.Fatalf("prefetch started %d chunks, room for 3", n)
 	}
@@ -439,7 +439,7 @@ func TestHeldChunksAreReleasedOnCloseAndInvalidate(t *testing.T) {
 		t.Fatalf("%d of 3 chunks evictable after Close", n)
 	}
 	// Under a cache limit a reader holds only the chunk it read last.
-	limited, _ := cachedOver(t, obj, dir, 10*(1000+trailerSize), 1000)
+	limited, _ := cachedOver(t, obj, dir, 10*(1000+sealSize), 1000)
 	defer limited.Close()
 	if got := readAll(t, limited); !bytes.Equal(got, obj.data) {
 		t.Fatal("bytes read through a limited cache differ")

@@ -36,7 +36,9 @@ type Cached struct {
 
 	// SamplesChecked: the reader checks the CRC-32 of every sample it serves (and
 	// Invalidates the chunks of one found damaged), so the chunk files' own CRC-32s need
-	// not be checked first, which would read every chunk once more in each process.
+	// not be checked first, which would read every chunk once more in each process. (Their
+	// seals are checked all the same: a chunk file holding another chunk's bytes, with
+	// their right CRC-32s, is never served.)
 	SamplesChecked bool
 
 	prefetching atomic.Int32
@@ -71,7 +73,7 @@ func NewCached(src Source, store *Store, bounds []int64, stats *Stats) (*Cached,
 	}
 	if need := MinCacheLimit(bounds); store.limit > 0 && store.limit < need {
 		return nil, fmt.Errorf("%w: cache_limit %s is below the %s that %s needs (%d chunks of up to %s at once); raise cache_limit or lower chunk_size",
-			ErrCacheLimit, describe(store.limit), describe(need), src.Name(), MinChunks, describe(need/MinChunks-trailerSize))
+			ErrCacheLimit, describe(store.limit), describe(need), src.Name(), MinChunks, describe(need/MinChunks-sealSize))
 	}
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", src.Name(), src.Version(), src.Size()))
 	return &Cached{under: src, store: store, key: hex.EncodeToString(sum[:16]), bounds: bounds, stats: stats,
@@ -84,7 +86,7 @@ func MinCacheLimit(bounds []int64) int64 {
 	for k := 1; k < len(bounds); k++ {
 		largest = max(largest, bounds[k]-bounds[k-1])
 	}
-	return MinChunks * (largest + trailerSize)
+	return MinChunks * (largest + sealSize)
 }
 
 func (c *Cached) Name() string    { return c.under.Name() }
@@ -104,6 +106,12 @@ func (c *Cached) Close() error {
 // chunkName is the file name of chunk k in the store.
 func (c *Cached) chunkName(k int) string {
 	return fmt.Sprintf("%s-%d-%d.chunk", c.key, c.bounds[k], c.bounds[k+1]-c.bounds[k])
+}
+
+// chunkID is the identity of chunk k that its file is sealed with: the object's URL,
+// version and size, and the chunk's byte range.
+func (c *Cached) chunkID(k int) Identity {
+	return identify("chunk", c.under.Name(), c.under.Version(), c.under.Size(), c.bounds[k], c.bounds[k+1]-c.bounds[k])
 }
 
 // chunkOf is the chunk holding byte off, or -1.
@@ -284,13 +292,13 @@ func (c *Cached) chunk(k int, download bool) (*chunk, error) {
 	var ch *chunk
 	var err error
 	if download {
-		ch, err = c.store.get(name, n, check, func(buf []byte) error {
+		ch, err = c.store.get(name, n, c.chunkID(k), check, func(buf []byte) error {
 			if one, ok := c.under.(SpanReader); ok {
 				return one.ReadSpan(Span{Off: off, Buf: buf})
 			}
 			return c.under.ReadRanges([]Span{{Off: off, Buf: buf}})
 		}, c.stats)
-	} else if ch = c.store.cached(name, n, check, c.stats); ch == nil {
+	} else if ch = c.store.cached(name, n, c.chunkID(k), check, c.stats); ch == nil {
 		return nil, nil
 	}
 	if err == nil && c.readAhead[k].CompareAndSwap(false, true) {
@@ -306,7 +314,7 @@ func (c *Cached) chunk(k int, download bool) (*chunk, error) {
 func (c *Cached) Seed(prefix []byte) {
 	for k := 0; k < len(c.bounds)-1 && c.bounds[k+1] <= int64(len(prefix)); k++ {
 		off, end := c.bounds[k], c.bounds[k+1]
-		ch, err := c.store.get(c.chunkName(k), end-off, false, func(buf []byte) error {
+		ch, err := c.store.get(c.chunkName(k), end-off, c.chunkID(k), false, func(buf []byte) error {
 			copy(buf, prefix[off:end])
 			return nil
 		}, c.stats)

@@ -13,7 +13,10 @@ import (
 // DataLoader worker forked during a download does: Unlock must free the lock for everyone
 // while that process lives on.
 func TestUnlockFreesALockSharedWithAChildProcess(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "chunk.lock")
+	path := filepath.Join(t.TempDir(), "x.chunk")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, how := range []int{unix.LOCK_EX, unix.LOCK_SH} {
 		f, err := LockFile(path, how)
 		if err != nil {

@@ -49,7 +49,8 @@ type Invalidator interface {
 }
 
 // ErrCache: the chunk cache cannot be used as configured (a directory that cannot be
-// written, a full disk, a limit smaller than the working set).
+// written, or that another user could write: cachedir.go; a full disk; a limit smaller
+// than the working set).
 var ErrCache = errors.New("chunk cache")
 
 // Open opens the object at url through its store (with opts); stats, when not nil, counts

@@ -3,13 +3,9 @@ package source
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,30 +14,39 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A Store is a cache directory of chunks shared by every process of a node through the
-// file system alone, so that nothing depends on a process staying alive:
+// A Store is a cache directory shared by every process of a node through the file system
+// alone, so that nothing depends on a process staying alive:
 //
-//   - A chunk is the file chunks/KEY-OFF-LEN.chunk: its bytes, their CRC-32 and a magic
-//     (trailer). It appears by rename, whole, or not at all.
-//   - Downloading a chunk holds an exclusive flock on chunks/NAME.lock, so that one process
+//   - The directory, and its chunks subdirectory, belong to the user and nobody else can
+//     write into them (cachedir.go): another user's directory is refused.
+//   - A chunk is the file chunks/KEY-OFF-LEN.chunk: its bytes, then their seal (the
+//     identity of the object and byte range they are, their CRC-32: cachefile.go). It
+//     appears by rename, whole, or not at all. Its seal is checked each time a process
+//     opens it: a file planted, copied from another chunk or left by an older layout is
+//     deleted and downloaded again.
+//   - Downloading a chunk holds the Lock of chunks/NAME.lock, so that one process
 //     downloads it while the others wait and then read it. The kernel drops the lock of a
-//     process that dies. Lock files (empty) are never deleted: deleting one that another
-//     process has just opened would let two processes download the same chunk.
+//     process that dies; a lock file exists only while held or waited for (flock.go).
 //   - The download is written to chunks/.tmp-LEN-*, itself held under an exclusive flock:
 //     one found unlocked was left by a dead process, and is deleted.
 //   - Reading a chunk holds a shared flock on it (as long as a reader keeps it mapped:
 //     Cached's held chunks); eviction takes the exclusive lock without waiting, so a chunk
 //     in use is never evicted.
+//   - Entries (a remote file's header, a remembered document: entries.go) lie in the
+//     directory itself, sealed as chunks are, and count against the limit as they do.
 //   - Space is reserved, and downloads renamed into place, under an exclusive flock on
-//     chunks/.evict.lock: the chunks and the
-//     downloads under way are counted, and the least recently used chunks not in use are
-//     evicted until the new one fits the limit. When every chunk is in use, the new one is
-//     served from memory without being cached: never a deadlock.
+//     chunks/.evict.lock: the chunks, entries and downloads under way are counted, and the
+//     least recently used chunks not in use and entries are evicted until the new one fits
+//     the limit. When every chunk is in use, the new one is served from memory without
+//     being cached: never a deadlock.
 //   - Each process checks a chunk file's CRC-32 the first time it uses it (unless its
-//     reader checks every sample's own CRC-32, which covers the same bytes); a damaged one
-//     is deleted and downloaded again.
+//     reader checks every sample's own CRC-32, which covers the same bytes and finds a
+//     damaged chunk as surely); a damaged one is deleted and downloaded again.
+//   - Every cache file is opened without following a symlink or waiting on a FIFO, and
+//     read only when it is a regular file of the size its name implies (cachefile.go).
 type Store struct {
-	dir   string // the chunks directory
+	root  string // the cache directory: entries
+	dir   string // its chunks directory
 	limit int64  // bytes; 0: no limit
 
 	mu       sync.Mutex
@@ -55,10 +60,7 @@ type fileID struct {
 	size     int64
 }
 
-// trailerSize is the bytes after a chunk's data: its CRC-32 and the magic.
-const trailerSize = 12
-
-var trailerMagic = []byte("ffrchunk")
+func idOf(st *unix.Stat_t) fileID { return fileID{uint64(st.Dev), st.Ino, st.Size} }
 
 var (
 	storesMu sync.Mutex
@@ -66,8 +68,8 @@ var (
 )
 
 // OpenStore returns the store of dir with a limit in bytes (0: none), shared by the readers
-// of the process. A directory that cannot be created or written is an error now, not at
-// the first read.
+// of the process. A directory that another user could write into, or that cannot be
+// created or written, is an error now, not at the first read.
 func OpenStore(dir string, limit int64) (*Store, error) {
 	if limit < 0 {
 		return nil, fmt.Errorf("%w: cache_limit %d is negative", ErrCacheLimit, limit)
@@ -76,16 +78,22 @@ func OpenStore(dir string, limit int64) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	chunks := filepath.Join(abs, "chunks")
+	// Checked at every open, not once per process: a directory opened fine before may have
+	// been opened to others since.
+	if err := makePrivateDir(abs, true); err != nil {
+		return nil, err
+	}
+	if err := makePrivateDir(chunks, false); err != nil {
+		return nil, err
+	}
 	key := abs + "\x00" + strconv.FormatInt(limit, 10)
 	storesMu.Lock()
 	defer storesMu.Unlock()
 	if s, ok := stores[key]; ok {
 		return s, nil
 	}
-	s := &Store{dir: filepath.Join(abs, "chunks"), limit: limit, verified: map[fileID]bool{}}
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("%w: cache directory %s: %w", ErrCache, dir, err)
-	}
+	s := &Store{root: abs, dir: chunks, limit: limit, verified: map[fileID]bool{}}
 	probe, err := os.CreateTemp(s.dir, ".probe-*")
 	if err != nil {
 		return nil, fmt.Errorf("%w: cache directory %s cannot be written: %w", ErrCache, dir, err)
@@ -151,29 +159,29 @@ func (c *chunk) release() {
 	}
 }
 
-// get returns the chunk called name, of n bytes, downloading it with fetch when it is not
-// cached; a cached chunk file's CRC-32 is checked first when check is set. The chunk is
-// leased until release.
-func (s *Store) get(name string, n int64, check bool, fetch func([]byte) error, stats *Stats) (*chunk, error) {
-	if c := s.cached(name, n, check, stats); c != nil {
+// get returns the chunk called name, of n bytes, identity id, downloading it with fetch
+// when it is not cached; a cached chunk file's CRC-32 is checked first when check is set.
+// The chunk is leased until release.
+func (s *Store) get(name string, n int64, id Identity, check bool, fetch func([]byte) error, stats *Stats) (*chunk, error) {
+	if c := s.cached(name, n, id, check, stats); c != nil {
 		return c, nil
 	}
 	path := filepath.Join(s.dir, name)
-	lock, err := LockFile(path+".lock", unix.LOCK_EX)
+	lock, err := Acquire(path + ".lock")
 	if err != nil {
 		return nil, s.diskError("locking a chunk", err)
 	}
-	defer Unlock(lock)
-	if c := s.open(path, n, check); c != nil { // another process downloaded it meanwhile
+	defer lock.Release()
+	if c := s.open(path, n, id, check); c != nil { // another process downloaded it meanwhile
 		stats.Hits.Add(1)
 		return c, nil
 	}
 	stats.Misses.Add(1)
-	tmp, err := s.reserve(n, stats)
+	tmp, err := s.reserve(n+sealSize, stats)
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, n+trailerSize)
+	buf := make([]byte, n+sealSize)
 	if err := fetch(buf[:n]); err != nil {
 		discard(tmp)
 		return nil, err
@@ -182,10 +190,8 @@ func (s *Store) get(name string, n int64, check bool, fetch func([]byte) error, 
 		stats.Bypassed.Add(1)
 		return &chunk{mem: buf[:n]}, nil
 	}
-	le := crc32.ChecksumIEEE(buf[:n])
-	buf[n], buf[n+1], buf[n+2], buf[n+3] = byte(le), byte(le>>8), byte(le>>16), byte(le>>24)
-	copy(buf[n+4:], trailerMagic)
-	if err := writeChunk(tmp, buf); err != nil {
+	seal(buf[n:], id, crc32.ChecksumIEEE(buf[:n]))
+	if err := writeCacheFile(tmp, buf); err != nil {
 		discard(tmp)
 		return nil, s.diskError(fmt.Sprintf("writing a %s chunk", describe(n)), err)
 	}
@@ -197,10 +203,10 @@ func (s *Store) get(name string, n int64, check bool, fetch func([]byte) error, 
 	return &chunk{mem: buf[:n]}, nil
 }
 
-// cached returns the chunk called name, of n bytes, leased, when it is cached (see get),
-// else nil.
-func (s *Store) cached(name string, n int64, check bool, stats *Stats) *chunk {
-	c := s.open(filepath.Join(s.dir, name), n, check)
+// cached returns the chunk called name, of n bytes, identity id, leased, when it is cached
+// (see get), else nil.
+func (s *Store) cached(name string, n int64, id Identity, check bool, stats *Stats) *chunk {
+	c := s.open(filepath.Join(s.dir, name), n, id, check)
 	if c != nil {
 		stats.Hits.Add(1)
 	}
@@ -210,7 +216,7 @@ func (s *Store) cached(name string, n int64, check bool, stats *Stats) *chunk {
 // publish renames a finished download into place, under the eviction lock: a listing
 // made under that lock sees the download or the chunk, never neither.
 func (s *Store) publish(tmp *os.File, path string) error {
-	lock, err := LockFile(filepath.Join(s.dir, ".evict.lock"), unix.LOCK_EX)
+	lock, err := s.evictLock()
 	if err != nil {
 		return err
 	}
@@ -218,8 +224,26 @@ func (s *Store) publish(tmp *os.File, path string) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// writeChunk writes a chunk file's bytes (a variable: tests inject a full disk).
-var writeChunk = func(f *os.File, data []byte) error {
+// evictLock takes the exclusive flock on chunks/.evict.lock (one file, kept).
+func (s *Store) evictLock() (*os.File, error) {
+	path := filepath.Join(s.dir, ".evict.lock")
+	f, _, err := openCacheFile(path, os.O_RDWR|os.O_CREATE)
+	if errors.Is(err, errNotCacheFile) {
+		_ = os.Remove(path)
+		f, _, err = openCacheFile(path, os.O_RDWR|os.O_CREATE)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := flock(f, unix.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// writeCacheFile writes a cache file's bytes (a variable: tests inject a full disk).
+var writeCacheFile = func(f *os.File, data []byte) error {
 	_, err := f.Write(data)
 	return err
 }
@@ -242,11 +266,12 @@ func (s *Store) diskError(what string, err error) error {
 	return fmt.Errorf("%w: %s in %s: %w", ErrCache, what, s.dir, err)
 }
 
-// open leases the cached chunk at path, or returns nil when it is not there (or was
-// damaged, and is now deleted: its size is wrong, or with check its CRC-32).
-func (s *Store) open(path string, n int64, check bool) *chunk {
+// open leases the cached chunk at path, of n bytes and identity id, or returns nil when it
+// is not there, or not that chunk whole (then it is deleted: see intact).
+func (s *Store) open(path string, n int64, id Identity, check bool) *chunk {
 	f, err := LockFile(path, unix.LOCK_SH)
 	if err != nil {
+		dropCacheFile(path, err)
 		return nil
 	}
 	var st unix.Stat_t
@@ -254,10 +279,11 @@ func (s *Store) open(path string, n int64, check bool) *chunk {
 		Unlock(f)
 		return nil
 	}
-	id := fileID{uint64(st.Dev), st.Ino, st.Size}
-	if st.Size != n+trailerSize || (check && !s.check(f, id, n)) {
-		s.forgetID(id)
-		_ = os.Remove(path)
+	if !s.intact(f, &st, n, id, check) {
+		s.forgetID(idOf(&st))
+		if names(path, st) {
+			_ = os.Remove(path)
+		}
 		Unlock(f)
 		return nil
 	}
@@ -267,26 +293,35 @@ func (s *Store) open(path string, n int64, check bool) *chunk {
 	return &chunk{f: f}
 }
 
-// check verifies a chunk file's CRC-32 once per process.
-func (s *Store) check(f *os.File, id fileID, n int64) bool {
+// intact reports whether a chunk file is the chunk of n bytes and identity id: its size,
+// and its seal, read at each open (a file planted, another chunk's copy, one left by an
+// older layout or a damaged seal is not), then, with check, the CRC-32 of its bytes once
+// per process.
+func (s *Store) intact(f *os.File, st *unix.Stat_t, n int64, id Identity, check bool) bool {
+	if st.Size != n+sealSize {
+		return false
+	}
+	var tail [sealSize]byte
+	if _, err := f.ReadAt(tail[:], n); err != nil {
+		return false
+	}
+	sum, ok := sealed(tail[:], id)
+	if !ok || !check {
+		return ok
+	}
+	fid := idOf(st)
 	s.mu.Lock()
-	done := s.verified[id]
+	done := s.verified[fid]
 	s.mu.Unlock()
 	if done {
 		return true
 	}
-	buf := make([]byte, n+trailerSize)
-	if _, err := f.ReadAt(buf, 0); err != nil {
-		return false
-	}
-	sum := crc32.ChecksumIEEE(buf[:n])
-	tail := buf[n:]
-	stored := uint32(tail[0]) | uint32(tail[1])<<8 | uint32(tail[2])<<16 | uint32(tail[3])<<24
-	if sum != stored || string(tail[4:]) != string(trailerMagic) {
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, 0); err != nil || crc32.ChecksumIEEE(buf) != sum {
 		return false
 	}
 	s.mu.Lock()
-	s.verified[id] = true
+	s.verified[fid] = true
 	s.mu.Unlock()
 	return true
 }
@@ -295,8 +330,8 @@ func (s *Store) check(f *os.File, id fileID, n int64) bool {
 func (s *Store) forget(name string) {
 	path := filepath.Join(s.dir, name)
 	var st unix.Stat_t
-	if unix.Stat(path, &st) == nil {
-		s.forgetID(fileID{uint64(st.Dev), st.Ino, st.Size})
+	if unix.Lstat(path, &st) == nil {
+		s.forgetID(idOf(&st))
 	}
 	_ = os.Remove(path)
 }
@@ -308,104 +343,14 @@ func (s *Store) forgetID(id fileID) {
 	s.mu.Unlock()
 }
 
-// cachedFile is a chunk file seen by reserve.
-type cachedFile struct {
-	name  string
-	size  int64
-	mtime time.Time
-}
-
-// reserve makes room for a chunk of n bytes and creates its download file, locked. It
-// returns nil (and no error) when the limit cannot be met because every chunk is in use.
-func (s *Store) reserve(n int64, stats *Stats) (*os.File, error) {
-	lock, err := LockFile(filepath.Join(s.dir, ".evict.lock"), unix.LOCK_EX)
-	if err != nil {
-		return nil, s.diskError("locking the cache", err)
-	}
-	defer Unlock(lock)
-	entries, err := os.ReadDir(s.dir)
-	if err != nil {
-		return nil, s.diskError("listing the cache", err)
-	}
-	var used int64
-	var chunks []cachedFile
-	for _, e := range entries {
-		name := e.Name()
-		switch {
-		case strings.HasPrefix(name, ".tmp-"):
-			used += s.liveDownload(name)
-		case strings.HasSuffix(name, ".chunk"):
-			if info, err := e.Info(); err == nil {
-				used += info.Size()
-				chunks = append(chunks, cachedFile{name, info.Size(), info.ModTime()})
-			}
-		}
-	}
-	need := n + trailerSize
-	if s.limit > 0 && used+need > s.limit {
-		slices.SortFunc(chunks, func(a, b cachedFile) int { return a.mtime.Compare(b.mtime) })
-		for _, c := range chunks {
-			if used+need <= s.limit {
-				break
-			}
-			if s.evict(c.name) {
-				used -= c.size
-				stats.Evictions.Add(1)
-			}
-		}
-		if used+need > s.limit {
-			return nil, nil
-		}
-	}
-	name := fmt.Sprintf(".tmp-%d-%d-%x", need, os.Getpid(), rand.Uint64())
-	tmp, err := os.OpenFile(filepath.Join(s.dir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return nil, s.diskError("creating a chunk", err)
-	}
-	if !tryLock(tmp) {
-		discard(tmp)
-		return nil, s.diskError("locking a new chunk", syscall.EWOULDBLOCK)
-	}
-	return tmp, nil
-}
-
-// liveDownload is the size a download under way will have; a download left by a dead
-// process (its file unlocked) is deleted and counts nothing.
-func (s *Store) liveDownload(name string) int64 {
-	size, _ := strconv.ParseInt(strings.SplitN(strings.TrimPrefix(name, ".tmp-"), "-", 2)[0], 10, 64)
-	path := filepath.Join(s.dir, name)
-	f, err := os.Open(path)
-	if err != nil {
-		return 0 // failed, and removed by its writer
-	}
-	defer Unlock(f)
-	if tryLock(f) {
-		_ = os.Remove(path)
-		return 0
-	}
-	return size
-}
-
-// evict deletes a chunk unless it is in use.
-func (s *Store) evict(name string) bool {
-	path := filepath.Join(s.dir, name)
-	f, err := os.Open(path)
-	if err != nil {
-		return errors.Is(err, fs.ErrNotExist)
-	}
-	defer Unlock(f)
-	if !tryLock(f) {
-		return false
-	}
-	return os.Remove(path) == nil
-}
-
 // readAhead asks the kernel to read the cached chunk called name into the page cache
 // (POSIX_FADV_WILLNEED queues the read and returns); false when it is not cached (it may
 // still be evicted later).
 func (s *Store) readAhead(name string) bool {
-	f, err := os.Open(filepath.Join(s.dir, name))
+	path := filepath.Join(s.dir, name)
+	f, _, err := openCacheFile(path, os.O_RDONLY)
 	if err != nil {
+		dropCacheFile(path, err)
 		return false
 	}
 	defer f.Close()

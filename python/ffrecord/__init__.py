@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import CorruptFileError, FFRecordWarning, ObjectChangedError
+from .errors import CorruptFileError, FFRecordWarning, ObjectChangedError, UncachedRemoteWarning
 from .fileio import checkFsAlign
 from .reader import BadSample, FileInfo, FileReader
 from .writer import FileWriter
@@ -39,6 +39,7 @@ __all__ = [
     "FileWriter",
     "ObjectChangedError",
     "PackedFolder",
+    "UncachedRemoteWarning",
     "__version__",
     "checkFsAlign",
     "pack_folder",

@@ -11,12 +11,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import _counters as counters
 from . import _lib
 from .errors import E_SHORTBUF
 
 _METADATA = {_lib.METADATA_INTACT: "intact", _lib.METADATA_LEGACY: "legacy",
              _lib.METADATA_DAMAGED: "damaged"}
 _COMPRESSION_NAMES = {_lib.COMPRESS_NONE: "none", _lib.COMPRESS_LZ4: "lz4", _lib.COMPRESS_ZSTD: "zstd"}
+_READ_FROM = {_lib.READ_LOCAL: "local", _lib.READ_REMOTE: "remote", _lib.READ_CACHED: "cached"}
 
 
 class FileInfo(NamedTuple):
@@ -30,15 +32,29 @@ class FileInfo(NamedTuple):
     data_bytes: int  #: sample data as stored (compressed, the extension record included)
     file_bytes: int
     metadata: str  #: ``"intact"``, ``"legacy"`` (checksum 0, old writer) or ``"damaged"``
+    #: ``"local"``, ``"remote"`` (range requests in every process and epoch) or ``"cached"``
+    #: (remote, through the node's chunk cache: ``cache_dir``)
+    read_from: str = "local"
     #: the metadata checksum as stored (0: an old writer's); with ``stored_samples`` and
     #: ``file_bytes``, the version of the file a dataset's manifest records
     meta_checksum: int = 0
+
+
+class FileStamp(NamedTuple):
+    """What one file of a dataset holds, as a reader opened it (``FileReader.file_stamp``):
+    its size and the CRC-32 its header stores of its sample tables (which hold every
+    sample's CRC-32; 0 in an old writer's file). A file replaced by other data has another
+    stamp; telling them apart costs no read."""
+
+    file_bytes: int
+    header_checksum: int
 
 
 class FileDescription:
     """``FileReader``'s account of its files (a mixin: it needs ``fnames`` and ``_live``)."""
 
     fnames: list[str]
+    _stamps: list[FileStamp]  # each file's stamp, read at open
 
     def chunk_bounds(self, chunk_size: int) -> np.ndarray:
         """The first sample of each chunk, then ``len(self)``: chunk ``k`` holds samples
@@ -64,19 +80,22 @@ class FileDescription:
         _lib.check(status)
         return bounds[:needed.value].astype(np.int64)
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, int | float]:
         """Counters since open: ``requests`` sent to object storage (retries included),
-        ``bytes_fetched``, ``retries``, chunk-cache ``cache_hits``, ``cache_misses``,
-        ``evictions``, ``bypassed`` (chunks read uncached for want of room) and
-        ``prefetched`` (chunks downloaded ahead). All 0 for local files.
+        ``bytes_fetched`` (what the store sent), ``retries``, chunk-cache ``cache_hits``,
+        ``cache_misses``, ``evictions``, ``bypassed`` (chunks read uncached for want of
+        room), ``prefetched`` (chunks downloaded ahead), ``bytes_delivered`` (the stored
+        bytes of the samples read), and ``fetched_per_delivered``, the ratio of the two
+        byte counts: what reading costs in traffic (about 1 without a cache, or in a cold
+        epoch; near 0 when the cache serves). All 0 for local files.
 
-        >>> r.stats()["requests"]                        # doctest: +SKIP
-        21
+        >>> r.stats()["fetched_per_delivered"]           # doctest: +SKIP
+        1.02
         """
         dll, handle = self._live()
         values = np.zeros(_lib.STAT_FIELDS, dtype=np.int64)
         _lib.check(dll.ffr_reader_stats(handle, values.ctypes.data, len(values)))
-        return dict(zip(_lib.STAT_NAMES, (int(v) for v in values)))
+        return counters.with_ratio(dict(zip(_lib.STAT_NAMES, (int(v) for v in values))))
 
     def get_offsets(self, file_index: int) -> np.ndarray:
         """Where each stored sample of file ``file_index`` begins, then the file size (int64,
@@ -112,6 +131,20 @@ class FileDescription:
             raise IndexError(f"file {k} out of range for {len(self.fnames)} files")
         return k
 
+    @property
+    def file_stamps(self) -> list[FileStamp]:
+        """The stamp of each file, in order (see ``file_stamp``)."""
+        return list(self._stamps)
+
+    def file_stamp(self, k: int = 0) -> FileStamp:
+        """The stamp of file ``k`` as this reader opened it (see ``FileStamp``), without a
+        read: the same file, or a copy of it, has the same stamp; a replaced one another.
+
+        >>> r.file_stamp()                              # doctest: +SKIP
+        FileStamp(file_bytes=4412, header_checksum=2781476043)
+        """
+        return self._stamps[self._file_index(k)]
+
     def file_info(self, k: int = 0) -> FileInfo:
         """How file ``k`` of the dataset is stored (sample counts, sizes, compression and
         what its metadata checksum says). The first call for a file checks its metadata.
@@ -130,4 +163,5 @@ class FileDescription:
             compression=_COMPRESSION_NAMES.get(f[_lib.INFO_COMPRESSION], "unknown"),
             header_bytes=f[_lib.INFO_HEADER_BYTES], data_bytes=f[_lib.INFO_DATA_BYTES],
             file_bytes=f[_lib.INFO_FILE_BYTES], metadata=_METADATA[f[_lib.INFO_METADATA]],
+            read_from=_READ_FROM[f[_lib.INFO_READ_FROM]],
             meta_checksum=f[_lib.INFO_META_CHECKSUM])

@@ -12,6 +12,7 @@ samples for bad ones (``_verification``).
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import threading
@@ -19,7 +20,8 @@ import warnings
 from typing import Any
 
 from . import _lib, _paths, _remote
-from .errors import E_SHORTBUF
+from ._file_info import FileStamp
+from .errors import E_SHORTBUF, ObjectChangedError
 
 
 class ReaderHandle:
@@ -49,6 +51,7 @@ class ReaderHandle:
         nfiles = self._query_u64(lib.dll.ffr_reader_nfiles)
         self.fnames = [os.fsdecode(_lib.copy_text(lib.dll.ffr_reader_fname, self._handle, i))
                        for i in range(nfiles)]
+        self._stamps = _stamps_of(lib.dll, self._handle, nfiles)  # what a reopen must find
         text = _lib.copy_text(lib.dll.ffr_reader_warnings, self._handle).decode("utf-8", "replace")
         return [line for line in text.splitlines() if line]
 
@@ -108,10 +111,20 @@ class ReaderHandle:
                 raise ValueError(f"I/O operation on closed {type(self).__name__}")
             if self._generation != lib.generation:  # first thread here after the fork
                 _, handle = self._open(self.fnames)
+                self._check_same_files(lib.dll, handle)
                 self._handle, self._generation = handle, lib.generation
             return lib.dll, self._handle
         finally:
             self._reopen_lock.release()
+
+    def _check_same_files(self, dll: ctypes.CDLL, handle: int) -> None:
+        """After a fork: ``ObjectChangedError`` (and ``handle`` closed) unless the files
+        reopened by path are those this reader opened."""
+        try:
+            check_same_files(self.fnames, self._stamps, _stamps_of(dll, handle, len(self.fnames)))
+        except ObjectChangedError:
+            _lib.check(dll.ffr_reader_close(handle))
+            raise
 
     def _open(self, paths: list[str]) -> tuple[_lib.Library, int]:
         """Opens paths, trusting the files this reader's copies vouched for, and records
@@ -138,6 +151,35 @@ class ReaderHandle:
         value = ctypes.c_uint64()
         _lib.check(func(self._handle, ctypes.byref(value)))
         return value.value
+
+
+def check_same_files(paths: list[str], opened: list[Any], found: list[FileStamp]) -> None:
+    """``ObjectChangedError`` for the first of ``paths`` whose stamp ``found`` (a copy of a
+    reader reopening by path, after a fork or unpickled) is not the one ``opened`` (its
+    original's): a file replaced since is never read as the one the reader describes."""
+    if len(found) != len(opened):
+        raise ObjectChangedError(
+            errno.ESTALE, f"{os.path.dirname(paths[0]) if paths else '.'}: {len(found)} files now, {len(opened)} "
+            "when the reader opened them: a copy of a reader reads only the files its original opened; reopen "
+            "the reader to read the new ones")
+    for path, was, now in zip(paths, opened, found):
+        was = FileStamp(*was)
+        if now != was:
+            raise ObjectChangedError(
+                errno.ESTALE, f"{path}: replaced since the reader opened it ({was.file_bytes} bytes, header "
+                f"checksum 0x{was.header_checksum:08x}; now {now.file_bytes} bytes, 0x{now.header_checksum:08x}): "
+                "a copy of a reader reads only the files its original opened; reopen the reader to read "
+                "the new one")
+
+
+def _stamps_of(dll: ctypes.CDLL, handle: int, nfiles: int) -> list[FileStamp]:
+    """The stamp of each file of the reader behind ``handle`` (see ``FileStamp``)."""
+    size, checksum = ctypes.c_uint64(), ctypes.c_uint32()
+    stamps = []
+    for k in range(nfiles):
+        _lib.check(dll.ffr_reader_file_stamp(handle, k, ctypes.byref(size), ctypes.byref(checksum)))
+        stamps.append(FileStamp(size.value, checksum.value))
+    return stamps
 
 
 def _vouched_by(dll: ctypes.CDLL, handle: int) -> tuple[int, ...]:

@@ -50,19 +50,23 @@ INFO_HEADER_BYTES = 3
 INFO_DATA_BYTES = 4
 INFO_FILE_BYTES = 5
 INFO_METADATA = 6
-INFO_META_CHECKSUM = 7
-INFO_FIELDS = 8
+INFO_READ_FROM = 7
+INFO_META_CHECKSUM = 8
+INFO_FIELDS = 9
 METADATA_INTACT = 0
 METADATA_LEGACY = 1
 METADATA_DAMAGED = 2
+READ_LOCAL = 0
+READ_REMOTE = 1
+READ_CACHED = 2
 PATH_LOCAL = 0
 PATH_S3 = 1
 PATH_HTTP = 2
 #: ffr_reader_stats's counters, in order (FFR_STAT_*).
 STAT_NAMES = ("requests", "bytes_fetched", "retries", "cache_hits", "cache_misses",
-              "evictions", "bypassed", "prefetched")
+              "evictions", "bypassed", "prefetched", "bytes_delivered")
 (STAT_REQUESTS, STAT_BYTES, STAT_RETRIES, STAT_HITS, STAT_MISSES, STAT_EVICTIONS,
- STAT_BYPASSED, STAT_PREFETCHED) = range(len(STAT_NAMES))
+ STAT_BYPASSED, STAT_PREFETCHED, STAT_DELIVERED) = range(len(STAT_NAMES))
 STAT_FIELDS = len(STAT_NAMES)
 
 COMPRESSION = {None: COMPRESS_NONE, "none": COMPRESS_NONE, "lz4": COMPRESS_LZ4,
@@ -100,6 +104,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_upload": [c_char_p, c_char_p, c_char_p],
     "ffr_put_new": [c_char_p, c_char_p, c_void_p, c_uint64],
     "ffr_remove": [c_char_p, c_char_p],
+    "ffr_remove_if_holds": [c_char_p, c_char_p, c_void_p, c_uint64],
     "ffr_check_url": [c_char_p],
     "ffr_locate": [c_char_p, POINTER(c_uint32), c_char_p, c_size_t, _sizep],
     "ffr_check_options": [c_char_p],
@@ -120,8 +125,13 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_reader_sizes": [c_int64, c_void_p, c_uint64, c_void_p],
     "ffr_reader_read_batch": [c_int64, c_void_p, c_uint64, c_void_p, c_uint64, c_void_p],
     "ffr_reader_prefetch": [c_int64, c_void_p, c_uint64, _u64p],
+    "ffr_reader_read_values": [c_int64, c_uint64, c_uint64, c_uint64, c_void_p, c_uint64, c_void_p,
+                               c_uint64],
+    "ffr_reader_read_value_range": [c_int64, c_uint64, c_uint64, c_uint64, c_uint64, c_uint64,
+                                    c_void_p, c_uint64],
     "ffr_reader_file_info": [c_int64, c_uint64, c_void_p, c_uint64],
     "ffr_reader_file_header": [c_int64, c_uint64, c_void_p, c_void_p, c_uint64],
+    "ffr_reader_file_stamp": [c_int64, c_uint64, _u64p, POINTER(c_uint32)],
     "ffr_reader_read_ranges": [c_int64, c_void_p, c_uint64, c_void_p, c_uint64],
     "ffr_reader_read_windows": [c_int64, c_void_p, c_void_p, c_uint64, c_uint32, c_int64, c_void_p,
                                 c_uint64, c_uint64, c_uint64, c_void_p, c_uint64],

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 from typing import Any, NamedTuple
 
 from . import _lib, _paths
+from .errors import clean_up_after
 
 _UPLOADS = 4  # files uploaded at once (each upload is itself parallel for a large file)
 _ENV_PREFIXES = ("AWS_", "FFRECORD_CACHE_DIR", "FFRECORD_CACHE_LIMIT", "FFRECORD_REMOTE_")
@@ -84,8 +86,12 @@ def encode_options(options: dict[str, Any] | None) -> bytes:
     if not isinstance(options, dict):
         raise TypeError(f"storage_options must be a dict, not {type(options).__name__}")
     try:
-        given = json.dumps(options)
-    except TypeError as exc:
+        given = json.dumps(options, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        # JSON has no NaN nor infinity: the core never sees them to name the option.
+        for name, value in options.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"storage option {name} {value} is not a finite number") from None
         raise ValueError(f"storage_options: {exc}") from None
     _lib.check(_lib.current().dll.ffr_check_options(given.encode()))
     env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
@@ -126,6 +132,14 @@ def put_new(url: str, options: dict[str, Any] | None, data: bytes) -> None:
 def remove(url: str, options: dict[str, Any] | None) -> None:
     """Deletes the object at ``url``; a missing one is not an error."""
     _lib.check(_lib.current().dll.ffr_remove(url.encode(), encode_options(options)))
+
+
+def remove_if_holds(url: str, options: dict[str, Any] | None, data: bytes) -> None:
+    """Deletes the object at ``url`` only while it holds ``data`` (what this process put
+    there: a claim with a random token), on condition of the ETag read; ``FileExistsError``
+    when it holds another's, which stays. A missing one is not an error."""
+    _lib.check(_lib.current().dll.ffr_remove_if_holds(url.encode(), encode_options(options), data,
+                                                      len(data)))
 
 
 def list_dir(url: str, options: dict[str, Any] | None) -> list[str]:
@@ -176,31 +190,37 @@ def dataset_urls(url: str, options: dict[str, Any] | None) -> list[str]:
     return text.decode("utf-8").splitlines()
 
 
-def upload_all(pairs: list[tuple[str, str]], options: dict[str, Any] | None,
-               last: list[tuple[str, str]] = ()) -> None:
-    """Uploads ``(local path, url)`` pairs a few at a time, then the ``last`` ones (a file
-    whose presence says the rest is complete). When one fails, every target is deleted
-    again, so nothing of a failed upload is left to look complete."""
+def upload_all(pairs: list[tuple[str, str]], options: dict[str, Any] | None) -> None:
+    """Uploads ``(local path, url)`` pairs a few at a time. When one fails, every target is
+    deleted again, so nothing of a failed upload is left to look complete (a failure to
+    delete is a note on the upload's error, which is the one raised)."""
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait  # ~5 ms: not at import
 
-    targets = [url for _, url in [*pairs, *last]]
     try:
-        for group in (pairs, last):
-            with ThreadPoolExecutor(max_workers=_UPLOADS) as pool:
-                futures = [pool.submit(upload, path, url, options) for path, url in group]
-                wait(futures, return_when=FIRST_EXCEPTION)
-                for f in futures:
-                    f.cancel()
-                for f in futures:
-                    if not f.cancelled() and f.exception() is not None:
-                        raise f.exception()
-    except BaseException:
-        for url in targets:
-            try:
-                remove(url, options)
-            except OSError:
-                pass  # the upload's error is the one to report
+        with ThreadPoolExecutor(max_workers=_UPLOADS) as pool:
+            futures = [pool.submit(upload, path, url, options) for path, url in pairs]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            for f in futures:
+                f.cancel()
+            for f in futures:
+                if not f.cancelled() and f.exception() is not None:
+                    raise f.exception()
+    except BaseException as exc:
+        clean_up_after(exc, lambda: remove_all([url for _, url in pairs], options))
         raise
+
+
+def remove_all(urls: list[str], options: dict[str, Any] | None) -> None:
+    """Deletes every object of ``urls`` (missing ones are no error), trying each even when
+    one fails; the first failure is raised at the end."""
+    failures = []
+    for url in urls:
+        try:
+            remove(url, options)
+        except OSError as exc:
+            failures.append(exc)
+    if failures:
+        raise failures[0]
 
 
 def join(prefix: str, name: str) -> str:

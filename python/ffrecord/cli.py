@@ -125,14 +125,15 @@ def _parser() -> argparse.ArgumentParser:
                                   "for the job: GETs, GETs/s on the prefix, bytes, cache needed, "
                                   "shuffle quality (see docs/object-storage.md).")
     plan.add_argument("paths", nargs="+", metavar="URL|FILE|DIR")
-    plan.add_argument("--nodes", type=_positive_int, default=1)
-    plan.add_argument("--gpus-per-node", type=_positive_int, default=1)
-    plan.add_argument("--batch-size", type=_positive_int, default=64, help="per GPU")
-    plan.add_argument("--samples-per-second", type=float, default=10_000, help="of the whole job")
+    # Numbers as typed: plan() checks each (a one-line error naming it, exit status 2).
+    plan.add_argument("--nodes", type=_number, default=1)
+    plan.add_argument("--gpus-per-node", type=_number, default=1)
+    plan.add_argument("--batch-size", type=_number, default=64, help="per GPU")
+    plan.add_argument("--samples-per-second", type=_number, default=10_000, help="of the whole job")
     plan.add_argument("--shuffle", choices=("chunk", "full"), default="chunk")
-    plan.add_argument("--chunk-size", type=_positive_int, default=16 << 20, help="bytes")
-    plan.add_argument("--window", type=_positive_int, default=8, help="chunks per shuffle window")
-    plan.add_argument("--cache-limit", type=_positive_int, default=None, help="bytes per node")
+    plan.add_argument("--chunk-size", type=_number, default=16 << 20, help="bytes")
+    plan.add_argument("--window", type=_number, default=8, help="chunks per shuffle window")
+    plan.add_argument("--cache-limit", type=_number, default=None, help="bytes per node")
     plan.add_argument("--no-cache", dest="cached", action="store_false",
                       help="model readers without a chunk cache")
 
@@ -158,6 +159,14 @@ def _parser() -> argparse.ArgumentParser:
                           "sequence's elements back to back)")
     cat.add_argument("--out", metavar="FILE", type=_path,
                      help="write to FILE instead of standard output")
+
+    profile = command("profile", _profile, "Run a DataLoader for some batches with a training step that "
+                                           "does nothing; print where its time goes (read, transform, "
+                                           "collate, transfer), its ceiling throughput and the stage to "
+                                           "fix (see docs/profiling.md).")
+    from .profile import add_arguments
+
+    add_arguments(profile)
 
     pack = command("pack", _pack, "Pack a folder into one .ffr file (pack_folder).")
     pack.add_argument("folder", metavar="FOLDER")
@@ -224,6 +233,17 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _number(text: str) -> Any:
+    """``text`` as the number it spells (an ``int`` when it is one, else a ``float``), else
+    as it is, for the command's own checks to name."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _ffr_files(path: str) -> List[str]:
@@ -385,6 +405,12 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile(args: argparse.Namespace) -> int:
+    from .profile import run
+
+    return run(args)
+
+
 def _verify(args: argparse.Namespace) -> int:
     from .dataset import dataset_kind
     from .dataset.check import survey, table_damage
@@ -521,6 +547,8 @@ def _cat_dataset(args: argparse.Namespace, kind: str, out: Any) -> None:
         for index in _all_indices(args.indices, len(dataset)):
             if raw:
                 value = dataset[index, [args.field]][args.field]
+                if not isinstance(value, (bytes, list)):  # a column's value: its stored bytes
+                    value = dataset.read_columns([index], [args.field])[args.field][0].tobytes()
                 out.writelines(value if isinstance(value, list) else [value])
             else:
                 out.write(format_datapoint(dataset[index]).encode() + b"\n")

@@ -50,11 +50,11 @@ def _convert(args: argparse.Namespace) -> int:
     try:
         count = convert(args.kind, args.source, args.out, workers=args.workers,
                         progress=progress, compression=compression)
-    except (Exception, KeyboardInterrupt):
+    except (Exception, KeyboardInterrupt) as exc:
         from .converters._base import staging_directory
 
         staging = staging_directory(args.out)
-        if staging.is_dir():
+        if staging.is_dir() and not isinstance(exc, FileExistsError):  # else not this run's to resume
             print(f"ffrecord convert: the units converted so far are kept in {staging}: run "
                   "the same command again to continue", file=sys.stderr)
         raise
@@ -64,7 +64,9 @@ def _convert(args: argparse.Namespace) -> int:
 
 def add_show_and_view(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
     show = command("show", _show, "Show datapoints of a structured dataset: text, numbers, arrays "
-                                  "(dtype, shape, min, max), images (format and size).")
+                                  "(dtype, shape, min, max), images (format and size); long values "
+                                  "by their head and a count, a value that cannot be read or decoded "
+                                  "by its error (then the exit status is 1).")
     show.add_argument("dataset", metavar="DATASET")
     show.add_argument("indices", nargs="*", metavar="INDEX",
                       help="datapoint index (negative counts from the end) or START:STOP "
@@ -81,9 +83,9 @@ def add_show_and_view(command: Callable[[str, Callable, str], argparse.ArgumentP
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .cli import _parse_indices, _UsageError
+    from .cli import EXIT_CORRUPT, _parse_indices, _UsageError
     from .dataset import open_dataset
-    from .dataset.display import as_text, display_decoders, spec_types, summarize
+    from .dataset.display import as_text, display_decoders, spec_types, summarize_datapoints
     from .dataset.spec import parse_spec
 
     with open_dataset(args.dataset) as probe:
@@ -103,19 +105,24 @@ def _show(args: argparse.Namespace) -> int:
             field_reader = getattr(dataset, "field_reader", None)
             if field_reader is None or getattr(dataset, "shards", 1) != 1:
                 raise _UsageError("--out needs a plain (not sharded) dataset")
-            data = field_reader(args.field).read_one(indices[0])
+            if dataset.fields[args.field].block is not None:  # a column: the value's stored bytes
+                data = dataset.read_columns([indices[0]], [args.field])[args.field][0].tobytes()
+            else:
+                data = field_reader(args.field).read_one(indices[0])
             with open(args.out, "wb") as out:
                 out.write(memoryview(data))
             print(f"wrote {len(memoryview(data).cast('B')):,} bytes of datapoint {indices[0]} "
                   f"field {args.field!r} to {args.out}")
             return EXIT_OK
         width = max(len(name) for name in spec)
-        for index, datapoint in zip(indices, dataset.read(indices, mask)):
+        unreadable = 0
+        for index, fields in zip(indices, summarize_datapoints(dataset, indices, mask, spec)):
             print(f"datapoint {index}")
-            for name, value in datapoint.items():
-                text = as_text(summarize(value, spec[name])).replace("\n", "\n" + " " * (width + 2))
+            for name, summary in fields.items():
+                unreadable += summary["kind"] == "error"
+                text = as_text(summary).replace("\n", "\n" + " " * (width + 2))
                 print(f"  {name:<{width}}  {text}")
-    return EXIT_OK
+    return EXIT_CORRUPT if unreadable else EXIT_OK
 
 
 def _view(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ True
 from __future__ import annotations
 
 import errno as _errno
+from collections.abc import Callable
 
 OK = 0
 E_INVALID = -1
@@ -37,7 +38,8 @@ class CorruptFileError(ValueError):
 
 class ObjectChangedError(OSError):
     """A remote object was replaced after it was opened: its samples are not read as the old
-    object's. Reopen the reader to read the new object.
+    object's. Reopen the reader to read the new object. A copy of a reader (after ``fork()``,
+    or unpickled) raises it too for a local file replaced since its original opened it.
 
     An ``OSError`` with errno ``ESTALE``, as a stale NFS file handle is: the file opened is
     no longer there.
@@ -46,6 +48,12 @@ class ObjectChangedError(OSError):
 
 class FFRecordWarning(UserWarning):
     """A file is readable but not as it should be (e.g. a legacy zero metadata checksum)."""
+
+
+class UncachedRemoteWarning(UserWarning):
+    """A DataLoader reads remote files without a chunk cache (``cache_dir``): every epoch
+    downloads its share of the dataset again, in every process. Issued once per process;
+    silence it with ``warnings.filterwarnings("ignore", category=UncachedRemoteWarning)``."""
 
 
 _EXCEPTIONS: dict[int, type[Exception]] = {
@@ -80,3 +88,20 @@ def os_exception_for(errno: int) -> type[OSError]:
 def exception_for(status: int) -> type[Exception]:
     """The exception class for a negative status code (``RuntimeError`` for unknown ones)."""
     return _EXCEPTIONS.get(status, RuntimeError)
+
+
+def clean_up_after(error: BaseException, clean_up: Callable[[], object]) -> None:
+    """Runs ``clean_up`` while ``error`` propagates. A clean-up that fails too is added to
+    ``error`` as a note, never raised in its place: "no space left on device" stays the
+    error the caller sees, not a ``FileNotFoundError`` of the clean-up after it.
+
+    >>> import os
+    >>> error = OSError(28, "no space left on device")
+    >>> clean_up_after(error, lambda: os.rmdir("/nonexistent/dir"))
+    >>> error.__notes__[0].startswith("cleaning up after it failed too: FileNotFoundError")
+    True
+    """
+    try:
+        clean_up()
+    except Exception as failed:  # noqa: BLE001 - reported on the error that matters
+        error.add_note(f"cleaning up after it failed too: {type(failed).__name__}: {failed}")

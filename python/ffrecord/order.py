@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from ._integers import at_least as _count
+from ._integers import integer as _integer
 from ._permutation import FeistelPermutation, splitmix64, splitmix64_array
 
 __all__ = [
@@ -376,7 +378,10 @@ def chunk_bounds(source: Any, chunk_size: int) -> np.ndarray:
     if callable(getattr(source, "field_reader", None)):  # a structured dataset: its largest field
         names = list(source.fields)
         sizes = [source.field_reader(name).file_info(0).data_bytes for name in names]
-        return _reader_chunk_bounds(source.field_reader(names[int(np.argmax(sizes))]), chunk_size)
+        name = names[int(np.argmax(sizes))]
+        bounds = _reader_chunk_bounds(source.field_reader(name), chunk_size)
+        block = source.fields[name].block  # a column's samples are blocks of datapoints
+        return bounds if block is None else np.minimum(bounds * block, len(source))
     raise TypeError(f"cannot find the chunks of {type(source).__name__}: pass the bounds yourself")
 
 
@@ -422,18 +427,3 @@ def shuffle_quality(order: Order, batch_size: int, bounds: Any = None, epoch: in
                 figures["spread"].append(float(idx.std()) / (n / math.sqrt(12)) if n > 1 else 1.0)
     return {name: float(np.mean(values)) for name, values in figures.items()}
 
-
-def _integer(value: Any, name: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {value!r:.80}") from None
-
-
-def _count(value: Any, name: str, minimum: int = 0) -> int:
-    value = _integer(value, name)
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value

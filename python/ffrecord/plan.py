@@ -34,7 +34,7 @@ from __future__ import annotations
 import ctypes
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -45,7 +45,7 @@ from .reader import FileReader
 
 #: Requests per second S3 serves per key prefix (GET and HEAD) before answering 503 SlowDown.
 S3_REQUESTS_PER_PREFIX = 5500
-_TRAILER = 12  # bytes a cached chunk file adds (core/source/store.go)
+_TRAILER = 44  # bytes a cached chunk file adds: its seal (sealSize, core/source/cachefile.go)
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,33 @@ class Plan:
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
+class PlanError(ValueError):
+    """An argument ``plan`` cannot model; the message names it."""
+
+
+_LARGEST = 2**63 - 1  # what the core and numpy take as a count or a size
+
+
+def _count(name: str, value: Any) -> int:
+    """``value``, a count or a size in bytes: an integer from 1 to 2**63 - 1."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) \
+            and 1 <= value <= _LARGEST:
+        return int(value)
+    raise PlanError(f"{name} must be an integer from 1 to 2**63 - 1, not {value!r}")
+
+
+def _rate(name: str, value: Any) -> float:
+    """``value``, a rate: a finite number above 0."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        try:
+            rate = float(value)
+        except OverflowError:
+            rate = math.inf
+        if math.isfinite(rate) and rate > 0:
+            return rate
+    raise PlanError(f"{name} must be a finite number above 0, not {value!r}")
+
+
 def plan(paths: Any, *, nodes: int = 1, gpus_per_node: int = 1, batch_size: int = 64,
          samples_per_second: float = 10_000, shuffle: str = "chunk", chunk_size: int = 16 << 20,
          window: int = 8, cached: bool = True, cache_limit: int | None = None,
@@ -114,28 +141,57 @@ def plan(paths: Any, *, nodes: int = 1, gpus_per_node: int = 1, batch_size: int 
     """The plan of an epoch over ``paths`` (anything ``FileReader`` opens); see the module.
     ``cached=False`` models readers without a chunk cache (one GET per sample); with one,
     ``cache_limit`` per node (None: as much as the plan needs) bounds what later epochs
-    find cached."""
-    if shuffle not in ("chunk", "full"):
-        raise ValueError(f"shuffle must be 'chunk' or 'full', not {shuffle!r}")
-    for name, value in (("nodes", nodes), ("gpus_per_node", gpus_per_node), ("batch_size", batch_size),
-                        ("chunk_size", chunk_size), ("window", window)):
-        if int(value) < 1:
-            raise ValueError(f"{name} must be positive, not {value}")
-    if samples_per_second <= 0:
-        raise ValueError(f"samples_per_second must be positive, not {samples_per_second}")
+    find cached. Counts and sizes (``nodes``, ``gpus_per_node``, ``batch_size``,
+    ``chunk_size``, ``window``, ``cache_limit``) are integers from 1 to 2**63 - 1 and
+    ``samples_per_second`` a finite number above 0: anything else (``nan``, ``inf``,
+    ``2.5`` nodes, ``True``) raises ``PlanError`` naming the argument, before any request."""
+    settings = _settings(nodes=nodes, gpus_per_node=gpus_per_node, batch_size=batch_size,
+                         samples_per_second=samples_per_second, shuffle=shuffle, chunk_size=chunk_size,
+                         window=window, cached=cached, cache_limit=cache_limit)
     with FileReader(paths, check_data=False, storage_options=storage_options) as reader:
         opening_requests = reader.stats()["requests"]
-        bounds = reader.chunk_bounds(chunk_size)
-        data_bytes = sum(reader.file_info(k).data_bytes for k in range(len(reader.fnames)))
-        sizes = _chunk_bytes(reader, bounds)
-        seeded, opening = _with_headers(reader, bounds, sizes, int(chunk_size))
+        plan_ = _plan_open(reader, settings, opening_requests)
     manifest = _manifest_requests(paths, storage_options)
-    return _model(bounds=bounds, chunk_bytes=sizes, seeded=seeded, opening_bytes=opening,
-                  open_requests=opening_requests if manifest is None else manifest,
-                  chunk_size=int(chunk_size),
-                  data_bytes=data_bytes, nodes=int(nodes), ranks=int(nodes) * int(gpus_per_node),
-                  batch_size=int(batch_size), samples_per_second=float(samples_per_second),
-                  shuffle=shuffle, window=int(window), cache_limit=cache_limit, cached=cached)
+    return plan_ if manifest is None else replace(plan_, open_requests=manifest)
+
+
+def plan_reader(reader: FileReader, *, nodes: int = 1, gpus_per_node: int = 1, batch_size: int = 64,
+                samples_per_second: float = 10_000, shuffle: str = "chunk", chunk_size: int = 16 << 20,
+                window: int = 8, cached: bool = True, cache_limit: int | None = None) -> Plan:
+    """``plan`` of the files an open ``reader`` reads (their headers are all it needs): a
+    DataLoader's warning about reading without a cache quotes its figures."""
+    return _plan_open(reader, _settings(nodes=nodes, gpus_per_node=gpus_per_node, batch_size=batch_size,
+                                        samples_per_second=samples_per_second, shuffle=shuffle,
+                                        chunk_size=chunk_size, window=window, cached=cached,
+                                        cache_limit=cache_limit), reader.stats()["requests"])
+
+
+def _settings(*, nodes: Any, gpus_per_node: Any, batch_size: Any, samples_per_second: Any, shuffle: Any,
+              chunk_size: Any, window: Any, cached: Any, cache_limit: Any) -> dict[str, Any]:
+    """A plan's arguments checked (``PlanError`` naming the first bad one) and typed."""
+    if shuffle not in ("chunk", "full"):
+        raise PlanError(f"shuffle must be 'chunk' or 'full', not {shuffle!r}")
+    if not isinstance(cached, (bool, np.bool_)):
+        raise PlanError(f"cached must be True or False, not {cached!r}")
+    counts = {name: _count(name, value) for name, value in (
+        ("nodes", nodes), ("gpus_per_node", gpus_per_node), ("batch_size", batch_size),
+        ("chunk_size", chunk_size), ("window", window))}
+    return dict(counts, samples_per_second=_rate("samples_per_second", samples_per_second), shuffle=shuffle,
+                cached=bool(cached), cache_limit=None if cache_limit is None else _count("cache_limit", cache_limit))
+
+
+def _plan_open(reader: FileReader, settings: dict[str, Any], open_requests: int) -> Plan:
+    """The plan of an epoch over the files ``reader`` has open, with checked ``settings``
+    (``open_requests``: what opening them took)."""
+    chunk_size = settings["chunk_size"]
+    bounds = reader.chunk_bounds(chunk_size)
+    data_bytes = sum(reader.file_info(k).data_bytes for k in range(len(reader.fnames)))
+    sizes = _chunk_bytes(reader, bounds)
+    seeded, opening = _with_headers(reader, bounds, sizes, chunk_size)
+    model = dict(settings)
+    model["ranks"] = model["nodes"] * model.pop("gpus_per_node")
+    return _model(bounds=bounds, chunk_bytes=sizes, seeded=seeded, opening_bytes=opening, data_bytes=data_bytes,
+                  open_requests=open_requests, **model)
 
 
 def _chunk_bytes(reader: FileReader, bounds: np.ndarray) -> np.ndarray:

@@ -25,12 +25,13 @@ from . import _lib, _remote
 from ._batch import BatchReads
 from ._buffers import offsets, output_view, split, split_batch
 from ._file_info import FileDescription, FileInfo
-from ._handle import ReaderHandle
+from ._handle import ReaderHandle, check_same_files
 from ._indices import index_array, one_index, unchecked_indices
 from ._paths import PathArg
 from ._single import SampleReads
+from ._timing import timed_read
 from ._verification import BadSample, Verification
-from .errors import FFRecordWarning
+from .errors import FFRecordWarning, ObjectChangedError
 
 __all__ = ["BadSample", "FileInfo", "FileReader", "reopen", "split_batch"]
 
@@ -52,7 +53,9 @@ class FileReader(ReaderHandle, Verification, FileDescription):
     node-local cache of remote data, shared by every process of the node: chunks of
     ``chunk_size`` bytes of consecutive samples (``chunk_bounds``), each downloaded with
     one request, at most ``cache_limit`` bytes of them (or ``FFRECORD_CACHE_LIMIT``; the
-    least recently used are evicted). ``stats()`` counts requests, bytes and cache hits.
+    least recently used are evicted). The directory must be the user's and writable by
+    nobody else (``PermissionError`` otherwise: others could plant what it serves).
+    ``stats()`` counts requests, bytes and cache hits.
 
     A reader is safe to use from many threads at once, survives ``fork()`` (the child
     reopens the files by path on first use) and pickles by ``(fnames, check_data, direct,
@@ -83,6 +86,7 @@ class FileReader(ReaderHandle, Verification, FileDescription):
 
     # -- reading ----------------------------------------------------------------------
 
+    @timed_read
     def read(self, indices: Any) -> list[np.ndarray]:
         """Reads a batch: one zero-copy ``uint8`` array per index, all views of one buffer.
 
@@ -128,6 +132,7 @@ class FileReader(ReaderHandle, Verification, FileDescription):
         _lib.check(dll.ffr_reader_prefetch(handle, idx.ctypes.data, len(idx), ctypes.byref(queued)))
         return queued.value
 
+    @timed_read
     def read_batch(self, indices: Any, out: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Reads a batch back to back into one buffer, with no per-sample objects.
 
@@ -144,6 +149,7 @@ class FileReader(ReaderHandle, Verification, FileDescription):
         buf, sizes, _ = self._read(index_array(indices, self.n), out)
         return buf, offsets(sizes)
 
+    @timed_read
     def read_ranges(self, ranges: Any, out: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Reads byte ranges of samples back to back into one buffer, in one call.
 
@@ -213,7 +219,8 @@ class FileReader(ReaderHandle, Verification, FileDescription):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _unpickle, (type(self), self.fnames, self.check_data, self.direct,
-                           self.vouched_files, _remote.pinned(self.storage_options, self._versions))
+                           self.vouched_files, _remote.pinned(self.storage_options, self._versions),
+                           self.file_stamps)
 
     def __repr__(self) -> str:
         names = self.fnames if len(self.fnames) <= 3 else [*self.fnames[:2], "...", self.fnames[-1]]
@@ -254,21 +261,31 @@ def _paths_of(fname: Any) -> list[str]:
     raise TypeError(f"fname must be a path or a list of paths, not {type(fname).__name__}")
 
 
-def _unpickle(cls: type[FileReader], fnames: list[str], check_data: bool,
-              direct: bool, vouched: tuple[int, ...] = (),
-              storage_options: dict[str, Any] | None = None) -> FileReader:
+def _unpickle(cls: type[FileReader], fnames: list[str], check_data: bool, direct: bool,
+              vouched: tuple[int, ...], storage_options: dict[str, Any] | None,
+              stamps: list[tuple[int, int]]) -> FileReader:
     return reopen(fnames, check_data, vouched, direct=direct, cls=cls,
-                  storage_options=storage_options)
+                  storage_options=storage_options, stamps=stamps)
 
 
+@timed_read  # a loader worker opening its copy of a dataset's files reads them
 def reopen(fname: PathArg | Sequence[PathArg], check_data: bool, vouched: tuple[int, ...],
            *, direct: bool = False, cls: type[FileReader] = FileReader,
-           storage_options: dict[str, Any] | None = None) -> FileReader:
+           storage_options: dict[str, Any] | None = None,
+           stamps: Sequence[tuple[int, int]] | None = None) -> FileReader:
     """``FileReader(fname, check_data, direct=direct)`` that skips checking again the files
-    another reader vouches for (its ``vouched_files``) while they are unchanged.
+    another reader vouches for (its ``vouched_files``) while they are unchanged. Given the
+    ``file_stamps`` of the reader it copies, it raises ``ObjectChangedError`` for a file
+    replaced since that reader opened it, rather than read another file.
 
-    >>> copy = reopen(r.fnames, True, r.vouched_files)   # doctest: +SKIP
+    >>> copy = reopen(r.fnames, True, r.vouched_files, stamps=r.file_stamps)   # doctest: +SKIP
     """
     reader = cls.__new__(cls)
     reader._init(fname, check_data, direct, tuple(vouched), storage_options)
+    if stamps is not None:
+        try:
+            check_same_files(reader.fnames, stamps, reader.file_stamps)
+        except ObjectChangedError:
+            reader.close()
+            raise
     return reader

@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import warnings
@@ -22,6 +23,7 @@ from typing import Any, Callable, ContextManager, List, Optional, Sequence, Tupl
 from . import _paths, _remote
 from ._paths import PathLike
 from ._progress import ProgressBar
+from .errors import clean_up_after
 from .converters import _runner
 from .dataset import grow
 from .writer import FileWriter
@@ -92,11 +94,13 @@ def dump(
     fname = _remote.local_path(fname)
     if _remote.is_url(fname):
         _remote.encode_options(storage_options)  # bad options fail before any work
-        with _claim_prefix(os.fsdecode(fname), nfiles, storage_options):
+        with _claim_prefix(os.fsdecode(fname), nfiles, storage_options) as claim:
             staging = _remote.Staging(os.fsdecode(fname))
             try:
                 _dump(dataset, staging.path, nfiles, verbose, compression=compression,
                       max_workers=max_workers, start_method=start_method, durable=durable, staged=True)
+                if claim is not None:  # parts go up only while the prefix is still this dump's
+                    claim.check()
                 _upload_dump(staging.path, os.fsdecode(fname), nfiles, storage_options)
             finally:
                 staging.discard()
@@ -127,9 +131,9 @@ def _dump(dataset: Sequence[Any], fname: PathLike, nfiles: int, verbose: bool, *
             _runner.run_tasks(_Dump(dataset, options), tasks, workers, bar, method)
         if parts and not staged:
             grow.publish_parts(grow.Root(fname), durable=durable)
-    except BaseException:
-        for path in parts:
-            path.unlink(missing_ok=True)
+    except BaseException as exc:
+        for path in parts:  # each tried; a failure is a note on the dump's error
+            clean_up_after(exc, functools.partial(path.unlink, missing_ok=True))
         raise
 
 

@@ -1,39 +1,54 @@
 """``ffrecord view``: a local, read-only web page to browse a structured dataset.
 
-The server binds 127.0.0.1 only (a free port unless one is given) and answers GET requests
-for exactly these paths; nothing is ever mapped to a file name, so nothing outside the
-dataset can be served:
+The server binds 127.0.0.1 only (a free port unless one is given) and, as Jupyter does,
+answers nobody without its token: a random one made at start (``secrets``), in the URL it
+prints (``http://127.0.0.1:PORT/?token=…``). A request carries it as that query parameter
+(the first visit: the page's answer sets it as a cookie for this port, ``HttpOnly``,
+``SameSite=Strict``) or as that cookie (what the page's own requests and images send);
+anything else gets 403, before any path is looked at. So does a request whose ``Host`` is
+not ``127.0.0.1``, ``localhost`` or ``[::1]`` with the server's port: a web page that
+rebinds its own name to 127.0.0.1 is refused, as it never has the token either.
+
+It answers GET requests for exactly these paths; nothing is ever mapped to a file name, so
+nothing outside the dataset can be served:
 
 - ``/``: the page (paging, jump to index, a field mask, per-field size histograms);
 - ``/api/info``: length, spec, metadata, and per-field size statistics;
 - ``/api/page?start=S&count=C&fields=a,b``: summaries of datapoints ``S .. S+C-1``
-  (``ffrecord.dataset.display``), images as URLs of ``/raw``;
+  (``ffrecord.dataset.display``: bounded per value, a value that cannot be decoded shown
+  by its error), images as URLs of ``/raw``;
 - ``/raw/INDEX/FIELD`` and ``/raw/INDEX/FIELD/ELEMENT``: a value's stored bytes (an image
   as its file), for image fields and byte fields holding images.
 
->>> server = Viewer.__new__(Viewer)  # doctest: +SKIP
+>>> server = start(path)                       # doctest: +SKIP
+>>> server.url                                 # doctest: +SKIP
+'http://127.0.0.1:41813/?token=Jx0f…'
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import re
+import secrets
 import sys
 import threading
 import webbrowser
 from http import HTTPStatus
+from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from .dataset import open_dataset
 from .dataset.display import (display_decoders, field_sizes, image_format, size_stats, spec_types,
-                              summarize)
+                              summarize_datapoints)
 from .dataset.spec import parse_spec
 
 MAX_PAGE = 200
 _RAW = re.compile(r"/raw/(\d+)/([^/]+)(?:/(\d+))?\Z")
 _CONTENT_TYPES = {"JPEG": "image/jpeg", "PNG": "image/png", "GIF": "image/gif", "WEBP": "image/webp"}
+_LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
 class Viewer:
@@ -62,14 +77,11 @@ class Viewer:
         n = len(self.dataset)
         start = min(max(start, 0), n)
         indices = list(range(start, min(start + max(0, min(count, MAX_PAGE)), n)))
-        mask = names if names else None
+        spec = {name: field.spec for name, field in self.fields.items()}
         items = []
-        for index, datapoint in zip(indices, self.dataset.read(indices, mask)):
-            fields = {}
-            for name, value in datapoint.items():
-                summary = summarize(value, self.fields[name].spec)
+        for index, fields in zip(indices, summarize_datapoints(self.dataset, indices, names or None, spec)):
+            for name, summary in fields.items():
                 _add_urls(summary, f"/raw/{index}/{name}")
-                fields[name] = summary
             items.append({"index": index, "fields": fields})
         return {"start": start, "length": n, "items": items}
 
@@ -93,25 +105,53 @@ def _add_urls(summary: dict[str, Any], url: str) -> None:
             _add_urls(item, f"{url}/{k}")
 
 
+class ViewerServer(ThreadingHTTPServer):
+    """The HTTP server of one ``Viewer``, on 127.0.0.1: ``url`` (with the token) is the
+    address to open; ``shutdown()`` stops it."""
+
+    daemon_threads = True
+
+    def __init__(self, viewer: Viewer, port: int) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.viewer = viewer
+        self.token = secrets.token_urlsafe(32)
+        bound = self.server_address[1]
+        self.cookie = f"ffrecord-view-{bound}"  # cookies are shared by every port of a host
+        self.hosts = {f"{name}:{bound}" for name in _LOCAL_NAMES}
+        if bound == 80:  # a browser leaves the default port out
+            self.hosts.update(_LOCAL_NAMES)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/?token={self.token}"
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.viewer.close()
+
+
 class _Handler(BaseHTTPRequestHandler):
-    viewer: Viewer
+    server: ViewerServer
     server_version = "ffrecord-view"
 
     def do_GET(self) -> None:  # noqa: N802 (the http.server name)
         url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        if not self._admitted(query):
+            return
+        viewer = self.server.viewer
         try:
             if url.path == "/":
-                self._send(PAGE.encode(), "text/html; charset=utf-8")
+                self._send(PAGE.encode(), "text/html; charset=utf-8", remember=bool(query.get("token")))
             elif url.path == "/api/info":
-                self._json(self.viewer.info())
+                self._json(viewer.info())
             elif url.path == "/api/page":
-                query = parse_qs(url.query)
-                names = [f for f in query.get("fields", [""])[0].split(",") if f in self.viewer.fields]
-                self._json(self.viewer.page(int(query.get("start", ["0"])[0]),
-                                            int(query.get("count", ["24"])[0]), names))
+                names = [f for f in query.get("fields", [""])[0].split(",") if f in viewer.fields]
+                self._json(viewer.page(int(query.get("start", ["0"])[0]), int(query.get("count", ["24"])[0]),
+                                       names))
             elif _RAW.match(url.path):
                 index, name, element = _RAW.match(url.path).groups()
-                data = self.viewer.raw(int(index), name, None if element is None else int(element))
+                data = viewer.raw(int(index), name, None if element is None else int(element))
                 self._send(data, _CONTENT_TYPES.get(image_format(data) or "", "application/octet-stream"))
             else:
                 self.send_error(HTTPStatus.NOT_FOUND)
@@ -119,49 +159,79 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(HTTPStatus.NOT_FOUND)
 
     def do_POST(self) -> None:  # noqa: N802
-        self.send_error(HTTPStatus.METHOD_NOT_ALLOWED, "read-only")
+        if self._admitted(parse_qs(urlsplit(self.path).query)):
+            self.send_error(HTTPStatus.METHOD_NOT_ALLOWED, "read-only")
 
     do_PUT = do_DELETE = do_PATCH = do_POST
+
+    def _admitted(self, query: dict[str, list[str]]) -> bool:
+        """Whether the request names this server as its host and carries the token (as the
+        query parameter or the cookie); answers 403 when not."""
+        host = (self.headers.get("Host") or "").lower()
+        if host not in self.server.hosts:
+            self.send_error(HTTPStatus.FORBIDDEN, "not a local address of this server")
+            return False
+        given = (query.get("token") or [None])[0] or self._cookie()
+        if given is None or not hmac.compare_digest(given.encode(), self.server.token.encode()):
+            self.send_error(HTTPStatus.FORBIDDEN, "open the URL that ffrecord view printed (it holds a token)")
+            return False
+        return True
+
+    def _cookie(self) -> str | None:
+        cookies = SimpleCookie()
+        try:
+            cookies.load(self.headers.get("Cookie") or "")
+        except CookieError:
+            return None
+        morsel = cookies.get(self.server.cookie)
+        return None if morsel is None else morsel.value
 
     def _json(self, value: Any) -> None:
         self._send(json.dumps(value).encode(), "application/json")
 
-    def _send(self, body: bytes, content_type: str) -> None:
+    def _send(self, body: bytes, content_type: str, remember: bool = False) -> None:
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        if remember:  # the page's own requests and images carry it from now on
+            self.send_header("Set-Cookie", f"{self.server.cookie}={self.server.token}; Path=/; HttpOnly; "
+                                           "SameSite=Strict")
         self.end_headers()
         self.wfile.write(body)
+
+    def end_headers(self) -> None:
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("X-Frame-Options", "DENY")
+        self.send_header("Referrer-Policy", "no-referrer")  # the page's URL holds the token
+        super().end_headers()
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: the terminal shows the URL
         pass
 
 
-def start(path: Any, port: int = 0, storage_options: dict[str, Any] | None = None) -> ThreadingHTTPServer:
+def start(path: Any, port: int = 0, storage_options: dict[str, Any] | None = None) -> ViewerServer:
     """Starts serving ``path`` on 127.0.0.1 in a background thread; returns the server
-    (``server.server_address`` has the port; ``server.shutdown()`` stops it)."""
-    viewer = Viewer(path, storage_options)
-    handler = type("Handler", (_Handler,), {"viewer": viewer})
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
-    server.daemon_threads = True
+    (``server.url`` is the page's address with its token; ``server.shutdown()`` stops it)."""
+    server = ViewerServer(Viewer(path, storage_options), port)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
 
 def serve(path: Any, port: int = 0, open_browser: bool = False) -> None:
-    """Serves ``path`` until interrupted (Ctrl-C), printing the page's URL."""
+    """Serves ``path`` until interrupted (Ctrl-C), printing the page's URL (with its token:
+    whoever has it reads the dataset)."""
     server = start(path, port)
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
-    print(f"serving {path} at {url} (Ctrl-C to stop)", flush=True)
+    print(f"serving {path} at {server.url} (Ctrl-C to stop)", flush=True)
     if open_browser:
-        webbrowser.open(url)
+        webbrowser.open(server.url)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
     finally:
         server.shutdown()
+        server.server_close()
 
 
 PAGE = r"""<!doctype html>
@@ -179,6 +249,7 @@ header{display:flex;gap:1em;align-items:center;flex-wrap:wrap}
 .hists{display:flex;gap:1.5em;flex-wrap:wrap;margin-top:.8em}
 .hist svg{background:#f6f6f6}
 .mask label{margin-right:.6em}
+.more{color:#888;font-style:italic}.err{color:#b00;font-family:monospace;font-size:12px;word-break:break-word}
 </style></head><body>
 <header>
  <strong id="title">ffrecord view</strong>
@@ -197,15 +268,16 @@ const $ = id => document.getElementById(id);
 function esc(s){return String(s).replace(/[&<>"]/g,c=>({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;"}[c]))}
 function per(){return Math.max(1, Math.min(200, parseInt($("per").value) || 12))}
 function chosen(){return [...document.querySelectorAll("#mask input:checked")].map(i => i.value)}
+function more(v, unit){return v.more ? `<span class="more">… ${v.more} more${unit}</span>` : ""}
 function render(v){
   if (v.kind === "image") return `<img src="${v.url}" title="${esc(v.format)} ${v.width||"?"}x${v.height||"?"}"><div>${esc(v.format)} ${v.width||""}${v.width?"x":""}${v.height||""}, ${v.bytes} B</div>`;
-  if (v.kind === "sequence") return `<div>${v.count} element(s)</div><div class="seq">` + v.items.map(i => `<div>${render(i)}</div>`).join("") + `</div>`;
-  if (v.kind === "text") return `<div class="txt">${esc(v.text)}</div>`;
+  if (v.kind === "sequence") return `<div>${v.count} element(s)</div><div class="seq">` + v.items.map(i => `<div>${render(i)}</div>`).join("") + more(v, "") + `</div>`;
   if (v.kind === "number") return `<span>${esc(v.value)}</span>`;
   if (v.kind === "array") return `<span>array ${esc(v.dtype)} (${v.shape.join(", ")})${"min" in v ? ` min ${esc(v.min)} max ${esc(v.max)}` : ""}</span>`;
-  if (v.kind === "arrays") return Object.entries(v.arrays).map(([k, a]) => `<div>${esc(k)}: ${render(a)}</div>`).join("");
-  if (v.kind === "bytes") return `<span class="txt">${v.bytes} B ${esc(v.hex)}</span>`;
-  return `<div class="txt">${esc(v.text)}</div>`;
+  if (v.kind === "arrays") return Object.entries(v.arrays).map(([k, a]) => `<div>${esc(k)}: ${render(a)}</div>`).join("") + more(v, "");
+  if (v.kind === "bytes") return `<span class="txt">${v.bytes} B ${esc(v.hex)}${v.bytes > v.hex.length / 2 ? "…" : ""}</span>`;
+  if (v.kind === "error") return `<div class="err">unreadable: ${esc(v.error)}</div>`;
+  return `<div class="txt">${esc(v.text)}${more(v, " characters")}</div>`;
 }
 function histogram(name, s){
   if (!s.count) return "";

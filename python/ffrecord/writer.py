@@ -32,6 +32,7 @@ import numpy as np
 
 from . import _lib, _paths, _remote
 from ._paths import PathArg
+from .errors import clean_up_after
 
 # Gathered ``bytes`` samples go to the library in one call once their bytes, plus
 # SAMPLE_CHARGE for each, reach BATCH_BYTES: about 1 MiB of data or 4096 samples at most. A
@@ -43,7 +44,8 @@ VECTOR_BYTES = 64 << 10
 
 
 class ClosesOrAborts:
-    """As a context manager: ``close()`` on success, ``abort()`` when an exception leaves."""
+    """As a context manager: ``close()`` on success, ``abort()`` when an exception leaves
+    (a failure of the abort is noted on that exception, see ``clean_up_after``)."""
 
     def close(self) -> None:
         raise NotImplementedError
@@ -54,11 +56,11 @@ class ClosesOrAborts:
     def __enter__(self):
         return self
 
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, _: object) -> None:
+        if exc is None:
             self.close()
         else:
-            self.abort()
+            clean_up_after(exc, self.abort)
 
 
 class FileWriter(ClosesOrAborts):
@@ -179,6 +181,29 @@ class FileWriter(ClosesOrAborts):
         write_one = self.write_one
         for sample in samples:
             write_one(sample)
+
+    def write_batch(self, data: Any, sizes: Any) -> None:
+        """Appends ``len(sizes)`` samples stored back to back in ``data`` (any C-contiguous
+        buffer), ``sizes[k]`` bytes each, by one native call: what ``write_one`` of each
+        would store. ``ValueError``, with nothing written, when the sizes do not add up to
+        the buffer's length or the batch would pass ``n``.
+
+        >>> w.write_batch(b"abbccc", [1, 2, 3])               # doctest: +SKIP
+        """
+        flat = _flat_bytes(data)
+        lengths = np.ascontiguousarray(sizes, np.uint64).reshape(-1)
+        if int(lengths.sum(dtype=np.uint64)) != flat.nbytes:
+            raise ValueError(f"the sizes add up to {int(lengths.sum())} bytes, the buffer holds {flat.nbytes}")
+        dll, handle = self._live()
+        with self._lock:
+            if not self._handle:
+                raise self._closed_error()
+            self._flush(dll, handle)
+            if len(lengths):
+                status = dll.ffr_writer_write_batch(handle, flat.ctypes.data, lengths.ctypes.data, len(lengths))
+                if status:
+                    _lib.raise_status(status)
+            self.count += len(lengths)
 
     def _write_now(self, data: Any) -> None:
         """Writes a sample that cannot wait (a buffer that may change, a large one) after

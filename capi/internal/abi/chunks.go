@@ -5,7 +5,6 @@ import (
 	"unsafe"
 
 	"github.com/ffrecord/ffrecord/core"
-	"github.com/ffrecord/ffrecord/core/source"
 )
 
 // ReaderChunkBounds implements ffr_reader_chunk_bounds: the first sample of each chunk,
@@ -64,7 +63,7 @@ func ReaderStats(handle int64, stats unsafe.Pointer, n uint64) (status int32) {
 }
 
 // The counters of ffr_reader_stats, mirrored from ffrecord.h; core.Reader.Stats gives
-// them in this order (source.StatNames).
+// them in this order (core.StatNames).
 const (
 	StatRequests = iota
 	StatBytes
@@ -74,7 +73,8 @@ const (
 	StatEvictions
 	StatBypassed
 	StatPrefetched
+	StatDelivered
 	StatFields
 )
 
-var _ = [1]struct{}{}[len(source.StatNames)-StatFields] // the core names as many counters
+var _ = [1]struct{}{}[len(core.StatNames)-StatFields] // the core names as many counters

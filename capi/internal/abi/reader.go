@@ -308,6 +308,52 @@ func ReaderReadRanges(handle int64, triples unsafe.Pointer, n uint64, dst unsafe
 	return StatusOK
 }
 
+// ReaderReadValues implements ffr_reader_read_values: the values indices[0..n) of a column
+// file of values values of width bytes, perBlock to a block, back to back into dst.
+func ReaderReadValues(handle int64, values, width, perBlock uint64, indices unsafe.Pointer, n uint64,
+	dst unsafe.Pointer, dstLen uint64) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_read_values"
+	r, buf, err := columnArgs(fn, handle, dst, dstLen)
+	if err != nil {
+		return fail(err)
+	}
+	idx, err := cArray[uint64](fn, "indices", indices, n)
+	if err != nil {
+		return fail(err)
+	}
+	if err := r.ReadValues(core.Column{Values: values, Width: width, PerBlock: perBlock}, idx, buf); err != nil {
+		return fail(err)
+	}
+	return StatusOK
+}
+
+// ReaderReadValueRange implements ffr_reader_read_value_range: values [start, start+count)
+// of a column file (layout as for ReaderReadValues) into dst.
+func ReaderReadValueRange(handle int64, values, width, perBlock, start, count uint64, dst unsafe.Pointer,
+	dstLen uint64) (status int32) {
+	defer recoverPanic(&status)
+	r, buf, err := columnArgs("ffr_reader_read_value_range", handle, dst, dstLen)
+	if err != nil {
+		return fail(err)
+	}
+	c := core.Column{Values: values, Width: width, PerBlock: perBlock}
+	if err := r.ReadValueRange(c, start, count, buf); err != nil {
+		return fail(err)
+	}
+	return StatusOK
+}
+
+// columnArgs resolves the reader and the destination buffer of the column calls.
+func columnArgs(fn string, handle int64, dst unsafe.Pointer, dstLen uint64) (*core.Reader, []byte, error) {
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return nil, nil, err
+	}
+	buf, err := cArray[byte](fn, "dst", dst, dstLen)
+	return r, buf, err
+}
+
 // ReaderReadWindows implements ffr_reader_read_windows.
 func ReaderReadWindows(handle int64, starts, dataOffsets unsafe.Pointer, nsamples uint64, itemSize uint32, separator int64,
 	blocks unsafe.Pointer, n, stride, width uint64, dst unsafe.Pointer, dstLen uint64) (status int32) {
@@ -475,9 +521,36 @@ func ReaderFileInfo(handle int64, i uint64, info unsafe.Pointer, ninfo uint64) (
 		InfoDataBytes:    fi.DataBytes,
 		InfoFileBytes:    fi.FileBytes,
 		InfoMetadata:     uint64(fi.Metadata),
+		InfoReadFrom:     uint64(fi.ReadFrom),
 		InfoMetaChecksum: uint64(fi.MetaChecksum),
 	}
 	copy(dst, fields[:])
+	return StatusOK
+}
+
+// ReaderFileStamp implements ffr_reader_file_stamp.
+func ReaderFileStamp(handle int64, i uint64, fileBytes, headerChecksum unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_file_stamp"
+	r, err := readers.get(fn, handle)
+	if err != nil {
+		return fail(err)
+	}
+	if err := outPointer(fn, "file_bytes", fileBytes); err != nil {
+		return fail(err)
+	}
+	if err := outPointer(fn, "header_checksum", headerChecksum); err != nil {
+		return fail(err)
+	}
+	if i >= uint64(len(r.Files())) {
+		return failf(StatusIndex, fmt.Sprintf("%s: file %d out of range [0, %d)", fn, i, len(r.Files())))
+	}
+	stamp, err := r.FileStamp(int(i))
+	if err != nil {
+		return fail(err)
+	}
+	*(*uint64)(fileBytes) = stamp.Bytes
+	*(*uint32)(headerChecksum) = stamp.HeaderChecksum
 	return StatusOK
 }
 

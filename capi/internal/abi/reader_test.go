@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/ffrecord/ffrecord/core"
 )
 
 // checkGolden reads every sample of golden file name through h, whose samples start at
@@ -193,6 +195,45 @@ func TestReaderReadRanges(t *testing.T) {
 	expect(t, StatusInvalid, func() int32 { return ReaderReadRanges(h, nil, 1, ptr(dst), 8) }, "triples is NULL")
 	expect(t, StatusInvalid, func() int32 { return ReaderReadRanges(h, ptr(triples), 1, nil, 8) }, "dst is NULL")
 	expect(t, StatusInvalid, func() int32 { return ReaderReadRanges(h, ptr(triples), 1<<62, ptr(dst), 8) }, "larger than any buffer")
+}
+
+// TestReaderReadValues: a column of nine 2-byte values, 4 to a block: gathered and ranged values are its bytes; a layout that does not fit, an
+// index past the end, short and NULL buffers are refused naming what is wrong.
+func TestReaderReadValues(t *testing.T) {
+	noLeaks(t)
+	path := filepath.Join(t.TempDir(), "col.ffr")
+	blocks := [][]byte{bytes.Repeat([]byte{1}, 8), bytes.Repeat([]byte{2}, 8), {3, 3}}
+	w, err := core.Create(path, 3, core.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range blocks {
+		if err := w.WriteOne(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h := openReader(t, FlagCheckData, path)
+	dst := make([]byte, 8)
+	must(t, func() int32 { return ReaderReadValues(h, 9, 2, 4, ptr([]uint64{8, 0, 5}), 3, ptr(dst), 8) })
+	if !bytes.Equal(dst[:6], []byte{3, 3, 1, 1, 2, 2}) {
+		t.Fatalf("gathered %v", dst[:6])
+	}
+	must(t, func() int32 { return ReaderReadValueRange(h, 9, 2, 4, 3, 4, ptr(dst), 8) })
+	if !bytes.Equal(dst, []byte{1, 1, 2, 2, 2, 2, 2, 2}) {
+		t.Fatalf("range %v", dst)
+	}
+	must(t, func() int32 { return ReaderReadValues(h, 9, 2, 4, nil, 0, nil, 0) })
+	expect(t, StatusIndex, func() int32 { return ReaderReadValues(h, 9, 2, 4, ptr([]uint64{9}), 1, ptr(dst), 8) }, "value 9")
+	expect(t, StatusIndex, func() int32 { return ReaderReadValueRange(h, 9, 2, 4, 8, 2, ptr(dst), 8) }, "values [8, 10)")
+	expect(t, StatusCorrupt, func() int32 { return ReaderReadValues(h, 9, 2, 2, ptr([]uint64{1}), 1, ptr(dst), 8) }, "takes 5 blocks; the file holds 3")
+	expect(t, StatusCorrupt, func() int32 { return ReaderReadValues(h, 10, 2, 4, ptr([]uint64{9}), 1, ptr(dst), 8) }, "column block 2: values 8 to 9")
+	expect(t, StatusInvalid, func() int32 { return ReaderReadValues(h, 9, 0, 4, nil, 0, nil, 0) }, "at least 1")
+	expect(t, StatusShortBuf, func() int32 { return ReaderReadValueRange(h, 9, 2, 4, 0, 9, ptr(dst), 8) })
+	expect(t, StatusInvalid, func() int32 { return ReaderReadValues(h, 9, 2, 4, nil, 1, ptr(dst), 8) }, "indices is NULL")
+	expect(t, StatusInvalid, func() int32 { return ReaderReadValueRange(h, 9, 2, 4, 0, 1, nil, 8) }, "dst is NULL")
 }
 
 func TestReaderBadArguments(t *testing.T) {
@@ -494,10 +535,10 @@ func TestReaderFileInfo(t *testing.T) {
 	}
 	for i, want := range [][InfoFields]uint64{
 		{25, 25, uint64(CompressNone), 12 + 12*25, size(golden("basic.ffr")) - 312, size(golden("basic.ffr")), MetadataIntact,
-			stored(golden("basic.ffr"))},
-		{2, 3, uint64(CompressLZ4), 12 + 12*3, size(lz4) - 48, size(lz4), MetadataIntact, stored(lz4)},
+			ReadLocal, stored(golden("basic.ffr"))},
+		{2, 3, uint64(CompressLZ4), 12 + 12*3, size(lz4) - 48, size(lz4), MetadataIntact, ReadLocal, stored(lz4)},
 		{25, 25, uint64(CompressNone), 312, size(golden("legacy_zero_checksum.ffr")) - 312,
-			size(golden("legacy_zero_checksum.ffr")), MetadataLegacy, 0},
+			size(golden("legacy_zero_checksum.ffr")), MetadataLegacy, ReadLocal, 0},
 	} {
 		got := make([]uint64, InfoFields+1)
 		got[InfoFields] = 99
@@ -512,6 +553,29 @@ func TestReaderFileInfo(t *testing.T) {
 		t.Errorf("two fields: %v", two)
 	}
 	expect(t, StatusIndex, func() int32 { return ReaderFileInfo(h, 3, ptr(two), 2) }, "file 3")
+}
+
+func TestReaderFileStamp(t *testing.T) {
+	noLeaks(t)
+	h := openReader(t, 0, golden("basic.ffr"), golden("legacy_zero_checksum.ffr"))
+	raw, err := os.ReadFile(golden("basic.ffr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size uint64
+	var checksum uint32
+	must(t, func() int32 { return ReaderFileStamp(h, 0, unsafe.Pointer(&size), unsafe.Pointer(&checksum)) })
+	if size != uint64(len(raw)) || checksum != binary.LittleEndian.Uint32(raw) || checksum == 0 {
+		t.Errorf("stamp (%d, %#x), want the size %d and the stored checksum %#x", size, checksum, len(raw),
+			binary.LittleEndian.Uint32(raw))
+	}
+	must(t, func() int32 { return ReaderFileStamp(h, 1, unsafe.Pointer(&size), unsafe.Pointer(&checksum)) })
+	if checksum != 0 {
+		t.Errorf("legacy file: checksum %#x, want 0", checksum)
+	}
+	expect(t, StatusIndex, func() int32 { return ReaderFileStamp(h, 2, unsafe.Pointer(&size), unsafe.Pointer(&checksum)) }, "file 2")
+	expect(t, StatusInvalid, func() int32 { return ReaderFileStamp(h, 0, nil, unsafe.Pointer(&checksum)) }, "file_bytes is NULL")
+	expect(t, StatusInvalid, func() int32 { return ReaderFileStamp(h, 0, unsafe.Pointer(&size), nil) }, "header_checksum is NULL")
 }
 
 func TestReaderFileHeader(t *testing.T) {

@@ -48,7 +48,18 @@ func CheckURL(url unsafe.Pointer) (status int32) {
 // PutNew implements ffr_put_new.
 func PutNew(url, options, data unsafe.Pointer, size uint64) (status int32) {
 	defer recoverPanic(&status)
-	const fn = "ffr_put_new"
+	return withBody("ffr_put_new", url, options, data, size, (*remote.Client).PutNew)
+}
+
+// RemoveIfHolds implements ffr_remove_if_holds.
+func RemoveIfHolds(url, options, data unsafe.Pointer, size uint64) (status int32) {
+	defer recoverPanic(&status)
+	return withBody("ffr_remove_if_holds", url, options, data, size, (*remote.Client).DeleteIfHolds)
+}
+
+// withBody runs call on the URL and a copy of the caller's bytes (not held past the call).
+func withBody(fn string, url, options, data unsafe.Pointer, size uint64,
+	call func(*remote.Client, string, []byte) error) int32 {
 	if url == nil || (data == nil && size > 0) {
 		return failf(StatusInvalid, fn+": url or data is NULL")
 	}
@@ -56,11 +67,11 @@ func PutNew(url, options, data unsafe.Pointer, size uint64) (status int32) {
 	if client == nil {
 		return status
 	}
-	body := make([]byte, size) // a copy: the caller's memory is not held past the call
+	body := make([]byte, size)
 	if size > 0 {
 		copy(body, unsafe.Slice((*byte)(data), size))
 	}
-	if err := client.PutNew(cString(url), body); err != nil {
+	if err := call(client, cString(url), body); err != nil {
 		return fail(err)
 	}
 	return StatusOK
@@ -83,9 +94,6 @@ func Remove(url, options unsafe.Pointer) (status int32) {
 	return StatusOK
 }
 
-// maxText bounds what ffr_fetch_text reads: small documents (a dataset's spec).
-const maxText = 16 << 20
-
 // FetchText implements ffr_fetch_text: the document, kept in the cache directory as the
 // last copy seen (ffr_fetched_text).
 func FetchText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) (status int32) {
@@ -99,9 +107,9 @@ func FetchText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Poi
 		if err != nil {
 			return nil, err
 		}
-		data, err := obj.ReadAll(maxText)
+		data, err := obj.ReadAll(core.MaxText)
 		if err == nil {
-			core.RememberText(opts.CacheDir, u, data)
+			core.RememberText(opts, u, data)
 		}
 		return data, err
 	})
@@ -111,7 +119,7 @@ func FetchText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Poi
 func FetchedText(url, options, buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
 	return textCall("ffr_fetched_text", url, options, buf, size, needed, func(u string, opts remote.Options) ([]byte, error) {
-		data, ok := core.RememberedText(opts.CacheDir, u)
+		data, ok := core.RememberedText(opts, u)
 		if !ok {
 			return nil, &callError{StatusNotFound, "ffr_fetched_text: no copy of this document kept"}
 		}

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/ffrecord/ffrecord/core"
+	"github.com/ffrecord/ffrecord/core/remote"
 )
 
 // ffr_fetched_text gives the copy of a document its cache directory kept, says plainly
@@ -23,7 +24,7 @@ func TestFetchedTextGivesTheKeptCopyOrSaysThereIsNone(t *testing.T) {
 		return FetchedText(unsafe.Pointer(&url[0]), unsafe.Pointer(&opts[0]), nil, 0, unsafe.Pointer(&needed))
 	}
 	expect(t, StatusNotFound, fetched, "no copy of this document kept")
-	core.RememberText(dir, "https://example.invalid/ds/spec.json", []byte(`{"fields": {}}`))
+	core.RememberText(remote.Options{CacheDir: dir}, "https://example.invalid/ds/spec.json", []byte(`{"fields": {}}`))
 	got := listText(t, func(buf unsafe.Pointer, size uintptr, needed unsafe.Pointer) int32 {
 		return FetchedText(unsafe.Pointer(&url[0]), unsafe.Pointer(&opts[0]), buf, size, needed)
 	})

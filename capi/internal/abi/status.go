@@ -44,6 +44,7 @@ const (
 	InfoDataBytes
 	InfoFileBytes
 	InfoMetadata
+	InfoReadFrom
 	InfoMetaChecksum
 	InfoFields
 )
@@ -59,6 +60,13 @@ const (
 	MetadataIntact  = uint64(core.MetadataIntact)
 	MetadataLegacy  = uint64(core.MetadataLegacy)
 	MetadataDamaged = uint64(core.MetadataDamaged)
+)
+
+// The values of ffr_reader_file_info's FFR_INFO_READ_FROM field, mirrored from ffrecord.h.
+const (
+	ReadLocal  = uint64(core.ReadLocal)
+	ReadRemote = uint64(core.ReadRemote)
+	ReadCached = uint64(core.ReadCached)
 )
 
 // callError is a failure detected by this layer itself (bad handle, NULL pointer, ...),

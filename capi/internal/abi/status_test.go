@@ -52,6 +52,10 @@ func TestHeaderConstants(t *testing.T) {
 		"FFR_METADATA_INTACT":    int64(MetadataIntact),
 		"FFR_METADATA_LEGACY":    int64(MetadataLegacy),
 		"FFR_METADATA_DAMAGED":   int64(MetadataDamaged),
+		"FFR_INFO_READ_FROM":     InfoReadFrom,
+		"FFR_READ_LOCAL":         int64(ReadLocal),
+		"FFR_READ_REMOTE":        int64(ReadRemote),
+		"FFR_READ_CACHED":        int64(ReadCached),
 		"FFR_PATH_LOCAL":         int64(PathLocal),
 		"FFR_PATH_S3":            int64(PathS3),
 		"FFR_PATH_HTTP":          int64(PathHTTP),
@@ -64,6 +68,7 @@ func TestHeaderConstants(t *testing.T) {
 		"FFR_STAT_EVICTIONS":  StatEvictions,
 		"FFR_STAT_BYPASSED":   StatBypassed,
 		"FFR_STAT_PREFETCHED": StatPrefetched,
+		"FFR_STAT_DELIVERED":  StatDelivered,
 		"FFR_STAT_FIELDS":     StatFields,
 	}
 	define := regexp.MustCompile(`(?m)^#define\s+(FFR_\w+)\s+(-?\d+)u?\b`)

@@ -17,8 +17,11 @@ kind            source
 
 Each source is read in *units* (its shard files, row groups, chunks of images) converted in
 parallel processes, each into one shard of the result (a plain dataset when there is one
-unit). A failed conversion is resumed by running it again: finished units are kept. The
-result appears at the destination only when complete. Each source module documents how its
+unit). A failed conversion is resumed by running it again: finished units are kept while
+their source files are unchanged (``_base``). The result appears at the destination only
+when complete. Only regular files are read (a FIFO or device is refused at once), and an
+index is checked key by key (``_index``): a malformed source is a ``SourceError`` naming the
+file and key, record, field or member, never a bare Python error. Each source module documents how its
 types map to ours; the sources' packages come with ``pip install "ffrecord[convert]"``.
 
 Record files (TFRecord, OFRecord) convert to one plain ``.ffr`` file instead, each record one

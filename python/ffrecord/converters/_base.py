@@ -4,16 +4,20 @@ the conversion runner (``_runner``: parallel processes, a progress bar, resumabl
 
 A conversion is staged in a hidden directory beside the destination, ``.NAME.converting``:
 one complete shard per finished unit, and ``convert.json`` saying what is being converted.
-Running the same conversion again after a failure (or a crash) keeps the finished shards and
-converts the rest; when every unit is done the staging directory is renamed to the
-destination in one step, so a dataset appears there only complete.
+Running the same conversion again after a failure (or a crash) keeps the finished shards
+whose source files are unchanged since (the manifest records each unit's ``unit_identity``;
+a finished shard is also checked to be a complete dataset of the spec) and converts the
+rest; when every unit is done the staging directory is renamed to the destination in one
+step, so a dataset appears there only complete.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Callable
@@ -25,8 +29,11 @@ from .._paths import PathArg
 from .._progress import ProgressBar
 from ..dataset import grow
 from ..dataset.errors import CodecError, CorruptDatasetError, IncompleteDatasetError
-from ..dataset.spec import COMPRESSIONS, SPEC_FILE, parse_spec
+from ..dataset.reader import DatasetReader
+from ..dataset.spec import COMPRESSIONS, parse_spec, read_spec
 from ..dataset.writer import DatasetWriter, shard_name
+from ._files import identity, read_json
+from ._index import Entry
 from ._runner import Staging, check_cancelled, refuse_taken, run_tasks
 
 _NOT_COMPRESSED = ("int", "float")  # 8 bytes each: nothing to gain
@@ -39,9 +46,10 @@ class SourceError(CorruptDatasetError):
 
 
 def source_error(file: Any, record: Any, what: str) -> SourceError:
-    """``SourceError("FILE: record R: WHAT")``."""
+    """``SourceError("FILE: record R: WHAT")``, on one line (a library's message may span
+    several: the command line prints each error on one)."""
     where = f"{file}" if record is None else f"{file}: record {record}"
-    return SourceError(f"{where}: {what}")
+    return SourceError(re.sub(r"\s*\n\s*", " ", f"{where}: {what}"))
 
 
 def require(module: str, package: str) -> Any:
@@ -49,31 +57,11 @@ def require(module: str, package: str) -> Any:
     return _extras.require(module, "convert", "this converter", package)
 
 
-def files_of(path: PathArg, pattern: str) -> tuple[Path, list[Path]]:
-    """``path`` and the files it stands for: itself, or a directory's files matching the
-    glob ``pattern`` (the source format's files, sub-directories included with ``**``), in
-    name order; hidden ones (``.NAME``, e.g. a download in progress) are left out, as the
-    core leaves them out of a dataset."""
-    path = Path(os.fsdecode(path))
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file or directory")
-    if not path.is_dir():
-        return path, [path]
-    return path, sorted(file for file in path.glob(pattern) if file.is_file() and not any(
-        part.startswith(".") for part in file.relative_to(path).parts))
-
-
-def read_index(path: PathArg, name: str, what: str) -> tuple[Path, dict[str, Any]]:
+def read_index(path: PathArg, name: str, what: str) -> tuple[Path, Entry]:
     """The directory ``path`` and its JSON index file ``name`` (``what`` says what a missing
-    one means), parsed."""
+    one means), parsed, to be read through ``Entry``'s checks."""
     path = Path(os.fsdecode(path))
-    index = path / name
-    if not index.is_file():
-        raise FileNotFoundError(f"{index}: no such file ({what})")
-    try:
-        return path, json.loads(index.read_text())
-    except ValueError as exc:
-        raise source_error(index, None, f"not JSON: {exc}") from None
+    return path, Entry(path / name, read_json(path / name, what))
 
 
 def offset_table(data: bytes, n: int, unit: Any, items: str, block: str, whole: bool) -> np.ndarray:
@@ -139,9 +127,24 @@ class Source:
         """The unit's datapoints, when known without reading it (for the bar and the writer)."""
         return None
 
+    def unit_files(self, unit: Any) -> list[Path]:
+        """The files the unit is converted from (its index too, where it has one)."""
+        return [Path(str(unit))]
+
+    def unit_identity(self, unit: Any) -> str:
+        """What the unit's files are now (names, sizes, times, inodes: ``_files.identity``),
+        as a digest: a finished unit is kept by a resumed conversion only while this holds."""
+        entries = [identity(file, self.path) for file in self.unit_files(unit)]
+        return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+
     def read(self, unit: Any) -> Iterator[tuple[Any, dict[str, Any]]]:
         """``(record, datapoint)`` pairs of the unit, ``record`` naming it in errors."""
         raise NotImplementedError
+
+    def read_columns(self, unit: Any) -> Iterator[dict[str, Any]] | None:
+        """The unit as batches of columns (``DatasetWriter.append_batch``'s), for a source
+        that has them (record k of the unit is its datapoint k); None: datapoint by datapoint."""
+        return None
 
     def close(self) -> None:
         """Releases what the source holds (e.g. a downloaded copy); called when ``run`` ends."""
@@ -158,31 +161,35 @@ def run(source: Source, destination: PathArg, *, workers: int | None = None, pro
         raise ValueError(f"compression must be None or one of {COMPRESSIONS}, got {compression!r}")
     destination = Path(os.fsdecode(destination)).absolute()
     refuse_taken(destination)
-    spec = {name: kind if compression is None or kind.split("[")[0] in _NOT_COMPRESSED
-            else f"{kind}:{compression}" for name, kind in source.spec.items()}
-    parse_spec(spec)
     units = source.units()
     if not units:
         raise IncompleteDatasetError(f"{source.path}: holds no data to convert")
+    spec = {name: kind if compression is None or kind.split("[")[0] in _NOT_COMPRESSED
+            else f"{kind}:{compression}" for name, kind in source.spec.items()}
+    parse_spec(spec)
+    names = [shard_name(k) for k in range(len(units))]
     staging = Staging(staging_directory(destination))
     origin = str(getattr(source, "url", None) or source.path)  # a downloaded copy moves
-    staging.resume({"kind": source.kind, "source": origin, "spec": spec,
-                    "units": [os.path.relpath(str(unit), source.path) for unit in units]})
-    names = [shard_name(k) for k in range(len(units))]
-    done = [k for k, name in enumerate(names) if staging.complete(name)]
-    staging.keep_only(names[k] for k in done)  # a unit interrupted part-way starts again
+    identities = {name: source.unit_identity(unit) for name, unit in zip(names, units)}
+    unchanged = staging.resume({"kind": source.kind, "source": origin, "spec": spec,
+                                "metadata": source.metadata,
+                                "units": [os.path.relpath(str(unit), source.path) for unit in units]},
+                               identities)
     counts = [source.count(unit) for unit in units]
+    finished = {k: _finished_length(staging.path / names[k], spec, counts[k])
+                for k, name in enumerate(names) if name in unchanged}
+    done = {k: length for k, length in finished.items() if length is not None}
+    staging.keep_only(names[k] for k in done)  # a unit interrupted part-way starts again
     total = sum(counts) if None not in counts else None
     with ProgressBar(total, progress, f"convert {source.kind}", "datapoint") as bar:
-        bar.update(sum(_shard_length(staging.path / names[k]) for k in done))
-        tasks = [(staging.path / names[k], units[k], counts[k]) for k in range(len(units))
-                 if k not in done]
-        run_tasks(_Job(source, spec), tasks, workers or os.cpu_count() or 1, bar)
-    length = sum(_shard_length(staging.path / name) for name in names)
+        bar.update(sum(done.values()))
+        tasks = [(staging.path / names[k], units[k], counts[k], identities[names[k]])
+                 for k in range(len(units)) if k not in done]
+        written = run_tasks(_Job(source, spec), tasks, workers or os.cpu_count() or 1, bar)
     plain = source.plain(units)
     grow.index(staging.path / names[0] if plain else staging.path)  # its manifest, moved with it
     staging.publish(destination, names[0] if plain else None)
-    return length
+    return sum(done.values()) + sum(written)
 
 
 def staging_directory(destination: PathArg) -> Path:
@@ -191,8 +198,19 @@ def staging_directory(destination: PathArg) -> Path:
     return destination.parent / f".{destination.name}.converting"
 
 
-def _shard_length(shard: Path) -> int:
-    return json.loads((shard / SPEC_FILE).read_text())["length"]
+def _finished_length(shard: Path, spec: Mapping[str, str], count: int | None) -> int | None:
+    """The length of the shard an earlier run finished, or None when it is not a complete
+    dataset of ``spec`` with the ``count`` datapoints the source says (damaged since, or
+    not what this conversion writes): it is converted again."""
+    try:
+        fields, length = read_spec(shard)
+        with DatasetReader(shard):  # its field files: present, intact headers, the same length
+            pass
+    except (OSError, ValueError):
+        return None
+    if fields != parse_spec(spec) or (count is not None and length != count):
+        return None
+    return length
 
 
 class _Job:
@@ -204,12 +222,22 @@ class _Job:
     def __repr__(self) -> str:
         return f"_Job({self.source!r})"
 
-    def write(self, shard: Path, unit: Any, count: int | None, advance: Callable[[int], Any],
-              cancelled: Callable[[], bool]) -> int:
+    def write(self, shard: Path, unit: Any, count: int | None, identity: str,
+              advance: Callable[[int], Any], cancelled: Callable[[], bool]) -> int:
         source = self.source
         with DatasetWriter(shard, self.spec, source.encoders, length=count,
                            metadata=source.metadata, manifest=False) as writer:
-            for record, datapoint in source.read(unit):
+            batches = source.read_columns(unit)
+            for columns in batches or ():
+                try:
+                    written = writer.append_batch(columns)
+                except CodecError as exc:
+                    raise source_error(unit, exc.index, f"field {exc.field!r}: {exc}") from exc
+                except ValueError as exc:  # more than its index says
+                    raise source_error(unit, len(writer), str(exc)) from exc
+                advance(len(written))
+                check_cancelled(len(writer), cancelled)
+            for record, datapoint in () if batches is not None else source.read(unit):
                 if len(writer) == count:
                     raise source_error(unit, record, f"one record more than the {count} its index says")
                 try:
@@ -220,4 +248,7 @@ class _Job:
                 check_cancelled(len(writer), cancelled)
             if count is not None and len(writer) != count:
                 raise source_error(unit, None, f"holds {len(writer)} records where its index says {count}")
+            if source.unit_identity(unit) != identity:  # the shard is not completed
+                raise source_error(unit, None, "changed while it was being converted: run the "
+                                               "conversion again")
             return len(writer)

@@ -18,9 +18,14 @@ the tasks) stage and publish here. What each adds is only how to read its source
 ...     run_tasks(Squares(), [(1,), (2,), (3,)], 2, bar), bar.count
 ([1, 4, 9], 3)
 >>> staging = Staging(os.path.join(tempfile.mkdtemp(), ".out.converting"))
->>> staging.resume({"source": "a"})
+>>> staging.resume({"source": "a"}, {"000000": "v1"})
+set()
 >>> (staging.path / "000000").mkdir(); staging.complete("000000")
 False
+>>> staging.resume({"source": "a"}, {"000000": "v1"})  # its source unchanged: kept
+{'000000'}
+>>> staging.resume({"source": "a"}, {"000000": "v2"})  # changed since: converted again
+set()
 >>> staging.resume({"source": "b"})  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -33,6 +38,7 @@ import json
 import multiprocessing as mp
 import os
 import shutil
+import stat
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
@@ -46,6 +52,8 @@ from ..dataset.spec import SPEC_FILE, sync_directory
 
 #: What a conversion in progress is converting, in its staging directory.
 MANIFEST = "convert.json"
+#: The manifest's key for what each output's source was when it was converted.
+IDENTITIES = "identities"
 #: How often workers check for cancellation and report progress (in items / seconds): rare
 #: enough to cost nothing next to a write, frequent enough to stop and redraw promptly.
 CHECK_EVERY = 64
@@ -72,9 +80,10 @@ def refuse_taken(destination: PathArg) -> None:
 class Staging:
     """A directory beside the destination (hidden, or ``DEST.partial`` for token datasets)
     where a conversion writes its outputs (shard directories or ``.ffr`` files, each
-    complete once its name appears), with a manifest saying what is being converted. A later run with the same manifest resumes: it keeps the complete
-    outputs and writes the rest; ``publish`` moves the result to its destination in one
-    rename, so that a dataset appears there only complete."""
+    complete once its name appears), with a manifest saying what is being converted and, per
+    output, what its source was. A later run with the same manifest resumes: it keeps the
+    complete outputs whose source is unchanged and writes the rest; ``publish`` moves the
+    result to its destination in one rename, so that a dataset appears there only complete."""
 
     def __init__(self, path: PathArg) -> None:
         self.path = Path(os.fsdecode(path))
@@ -82,27 +91,69 @@ class Staging:
     def __repr__(self) -> str:
         return f"Staging({str(self.path)!r})"
 
-    def resume(self, plan: dict[str, Any]) -> None:
+    def resume(self, plan: dict[str, Any], identities: dict[str, str] | None = None) -> set[str]:
         """Starts a conversion described by ``plan`` (a JSON object), or checks that the
-        unfinished one found is the same; ``OtherConversionError`` otherwise."""
-        manifest = self.path / MANIFEST
-        if not self.path.exists():
-            self.path.mkdir(parents=True)
-            tmp = self.path / f".{MANIFEST}.tmp"
-            tmp.write_text(json.dumps(plan, indent=1))
-            os.replace(tmp, manifest)
-            return
-        try:
-            earlier = json.loads(manifest.read_text())
-        except (OSError, ValueError):
-            raise FileExistsError(f"{self.path} exists but is not a conversion in progress: "
-                                  "remove it") from None
-        if earlier != plan:
-            changed = sorted(k for k in {*plan, *earlier} if earlier.get(k) != plan.get(k))
+        unfinished one found is the same (``OtherConversionError`` otherwise); returns the
+        outputs whose source is unchanged since the earlier run: those whose entry in
+        ``identities`` (output name -> what its source was, e.g. ``unit_identity``) is what
+        the earlier run recorded. The manifest then records ``identities``.
+
+        A staging directory that is not this user's, that others may write, or whose
+        manifest is damaged or not a regular file is not trusted: ``FileExistsError``."""
+        plan = json.loads(json.dumps(plan))  # compared as it is read back: tuples are lists
+        if not os.path.lexists(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(self.path, 0o700)  # nobody else can plant outputs; publish opens it up
+            self._record(plan, identities)
+            return set()
+        earlier = self._earlier()
+        changed = sorted(k for k in {*plan, *earlier} - {IDENTITIES} if earlier.get(k) != plan.get(k))
+        if changed:
             raise OtherConversionError(
                 f"{self.path} holds an unfinished conversion with other settings "
                 f"({', '.join(changed)}): remove it to start again, or resume with the same "
                 f"settings (see its {MANIFEST})")
+        if identities is None:
+            return set()
+        recorded = earlier.get(IDENTITIES)
+        recorded = recorded if isinstance(recorded, dict) else {}
+        self._record(plan, identities)
+        return {name for name, identity in identities.items() if recorded.get(name) == identity}
+
+    def record(self, name: str, identity: Any) -> None:
+        """Records what the output ``name``, just completed, was made from (for outputs whose
+        source is known only once written: a token shard's documents)."""
+        earlier = self._earlier()
+        identities = earlier.pop(IDENTITIES, None)
+        identities = dict(identities) if isinstance(identities, dict) else {}
+        identities[name] = identity
+        self._record(earlier, identities)
+
+    def _earlier(self) -> dict[str, Any]:
+        """The manifest of the conversion in progress found here, if it can be trusted."""
+        from ._files import read_json
+
+        st = os.lstat(self.path)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise FileExistsError(
+                f"{self.path} exists but is not a conversion in progress of yours (a link, "
+                f"another user's, or writable by others: mode {stat.filemode(st.st_mode)}, "
+                f"owner uid {st.st_uid}): remove it")
+        try:
+            earlier = read_json(self.path / MANIFEST, "no manifest")
+        except (OSError, ValueError) as exc:
+            raise FileExistsError(f"{self.path} exists but is not a conversion in progress "
+                                  f"({exc}): remove it") from None
+        if not isinstance(earlier, dict):
+            raise FileExistsError(f"{self.path} exists but is not a conversion in progress "
+                                  f"({MANIFEST} is not a JSON object): remove it")
+        return earlier
+
+    def _record(self, plan: dict[str, Any], identities: dict[str, str] | None) -> None:
+        tmp = self.path / f".{MANIFEST}.tmp"
+        document = plan if identities is None else {**plan, IDENTITIES: identities}
+        tmp.write_text(json.dumps(document, indent=1))
+        os.replace(tmp, self.path / MANIFEST)
 
     def complete(self, name: str) -> bool:
         """Whether the output ``name`` was finished by an earlier run: a file (a writer
@@ -124,6 +175,8 @@ class Staging:
         false, so that after a crash the destination is either absent or complete."""
         destination = Path(os.fsdecode(destination))
         (self.path / MANIFEST).unlink(missing_ok=True)
+        if only is None:  # staged private (resume): the dataset gets a directory's usual mode
+            os.chmod(self.path, 0o777 & ~_umask())
         if durable:
             sync_directory(self.path)
         if destination.is_dir():
@@ -139,6 +192,15 @@ class Staging:
     def discard(self) -> None:
         """Removes the staging directory and all it holds."""
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it (``os.umask`` sets it, for every thread)."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 0o022
 
 
 def start_method(asked: str | None = None) -> str:

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._paths import PathArg
-from ._base import Source, files_of, require, source_error
+from ._base import Source, require, source_error
+from ._files import files_of, regular_file
 
 _BATCH = 256
 
@@ -16,7 +17,7 @@ _BATCH = 256
 def _open(file: Any) -> Any:
     module = require("array_record.python.array_record_module", "array-record")
     try:
-        reader = module.ArrayRecordReader(str(file))
+        reader = module.ArrayRecordReader(str(regular_file(file)))
     except (RuntimeError, ValueError, OSError) as exc:
         raise source_error(file, None, f"not a readable ArrayRecord file: {exc}") from None
     if not reader.ok():

@@ -15,7 +15,6 @@ our built-in codecs; ``tree``, ``mp4`` or a type of your own need ``decoders`` w
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
 from collections.abc import Callable, Iterator
@@ -24,9 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from .._paths import PathArg
+from .._paths import PathArg, check_regular, open_regular
 from ..dataset.errors import IncompleteDatasetError
 from ._base import Source, require, source_error
+from ._files import read_file, read_json
+from ._index import Entry
 
 _AS_INT = {"int": True, "i64": True, "u64": False}  # type -> stored signed
 _SPEC = "spec.json"
@@ -46,6 +47,10 @@ class GranularSource(Source):
         if self.sharded and not self.shards:
             raise IncompleteDatasetError(f"{self.path}: neither a Granular dataset (spec.json) nor a "
                                          "sharded one (000000/spec.json, ...)")
+        gap = next((k for k, shard in enumerate(self.shards) if int(shard.name) != k), None)
+        if gap is not None:  # Granular's own reader refuses it too
+            raise source_error(self.path, None, f"shard folders are not numbered 0, 1, 2, ...: "
+                                                f"{self.shards[gap].name} where {gap:06d} should be")
         self.granular_spec = _read_spec(self.shards[0] if self.sharded else self.path)
         self.spec, self.encoders = {}, {}
         for name, kind in self.granular_spec.items():
@@ -58,6 +63,11 @@ class GranularSource(Source):
 
     def plain(self, units: list[Any]) -> bool:
         return not self.sharded
+
+    def unit_files(self, unit: str) -> list[Path]:
+        directory = Path(unit)
+        return [directory / _SPEC] + [file for name in self.granular_spec
+                                      for file in (directory / f"{name}.bag", directory / f"{name}.idx")]
 
     def count(self, unit: str) -> int:
         lengths = {name: _Column(Path(unit), name).length() for name in self.granular_spec}
@@ -85,10 +95,9 @@ class GranularSource(Source):
 
 
 def _read_spec(directory: Path) -> dict[str, str]:
-    try:
-        return json.loads((directory / _SPEC).read_text())
-    except ValueError as exc:
-        raise source_error(directory / _SPEC, None, f"not JSON: {exc}") from None
+    """The shard's ``spec.json``: an object of field names and type names."""
+    spec = Entry(directory / _SPEC, read_json(directory / _SPEC, "not a Granular dataset"))
+    return {name: spec[name].of(str) for name in spec.of(dict)}
 
 
 class _Column:
@@ -96,17 +105,24 @@ class _Column:
 
     def __init__(self, directory: Path, name: str) -> None:
         self.bag, self.idx = directory / f"{name}.bag", directory / f"{name}.idx"
-        if not self.bag.is_file() or not self.idx.is_file():
+        if not self.bag.exists() or not self.idx.exists():
             raise IncompleteDatasetError(f"{directory}: field {name!r}: {self.bag.name} or "
                                          f"{self.idx.name} is missing")
 
     def length(self) -> int:
-        return self.idx.stat().st_size // 8
+        st = os.stat(self.idx)
+        check_regular(st.st_mode, self.idx)
+        if st.st_size % 8:
+            raise source_error(self.idx, None, f"{st.st_size:,} bytes: not a whole number of 8-byte offsets")
+        return st.st_size // 8
 
     def open(self) -> "_Column":
-        self._ends = np.fromfile(self.idx, "<u8")
-        with self.bag.open("rb") as f:  # mapped, not read: a bag may be larger than memory
-            self._bag = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if self.bag.stat().st_size else b""
+        self._ends = np.frombuffer(read_file(self.idx), "<u8")
+        if len(self._ends) != self.length():
+            raise source_error(self.idx, None, "changed while it was being read")
+        with open_regular(self.bag) as f:  # mapped, not read: a bag may be larger than memory
+            size = os.fstat(f.fileno()).st_size
+            self._bag = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
         ends = self._ends.astype(np.int64)
         if len(ends) and (int(self._ends[-1]) > len(self._bag) or (np.diff(ends) < 0).any()):
             raise source_error(self.idx, None, f"record offsets run past {self.bag.name} or backwards")

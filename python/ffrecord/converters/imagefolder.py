@@ -4,9 +4,9 @@ number, path: its path under ROOT}``; classes are numbered in sorted order and t
 kept in the dataset's metadata (``reader.metadata["classes"]``).
 
 Images are JPEG or PNG files, checked with Pillow (a file that is not an image is an error
-naming it); the field's type is ``jpg`` or ``png`` when every file has that extension, else
-``bytes``.
-Files with other extensions are skipped.
+naming it, as is one that is not a regular file: a FIFO, a device); the field's type is
+``jpg`` or ``png`` when every file has that extension, else ``bytes``. Files with other
+extensions are skipped.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 from .._paths import PathArg
 from ._base import Source, check_image, raw, require
+from ._files import read_file
 
 EXTENSIONS = {".jpg": "jpg", ".jpeg": "jpg", ".png": "png"}
 UNIT = 1000  # images per unit: shards of a few hundred MB for typical photos
@@ -56,8 +57,11 @@ class ImageFolderSource(Source):
     def count(self, unit: str) -> int:
         return len(self._range(unit))
 
+    def unit_files(self, unit: str) -> list[Path]:
+        return [self.path / self.files[k][0] for k in self._range(unit)]
+
     def read(self, unit: str) -> Iterator[tuple[Any, dict[str, Any]]]:
         for k in self._range(unit):
             name, label = self.files[k]
             path = self.path / name
-            yield k, {"image": check_image(path.read_bytes(), path, k), "label": label, "path": name}
+            yield k, {"image": check_image(read_file(path), path, k), "label": label, "path": name}

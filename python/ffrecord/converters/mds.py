@@ -24,6 +24,8 @@ MDS encoding                                          field type
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -36,6 +38,8 @@ import numpy as np
 from .. import _remote
 from .._paths import PathArg
 from ._base import Source, check_image, offset_table, raw, read_index, require, source_error
+from ._files import inflate, read_file
+from ._index import Entry, unique
 
 _TYPES = {"int": "int", "str_int": "int", "str": "utf8", "str_decimal": "utf8", "bytes": "bytes",
           "jpeg": "jpg", "png": "png", "json": "json", "pil": "array", "str_float": "float",
@@ -54,17 +58,19 @@ class MDSSource(Source):
 
     def __init__(self, path: PathArg, storage_options: dict[str, Any] | None = None) -> None:
         require("streaming", "mosaicml-streaming")
-        self.url = None
+        self.url, self.objects = None, {}
         if _remote.is_url(os.fsdecode(path)):
-            self.url, path = os.fsdecode(path), _download(os.fsdecode(path), storage_options)
+            self.url = os.fsdecode(path)
+            path, self.objects = _download(self.url, storage_options)
         self.path, index = read_index(path, "index.json", "not an MDS dataset")
-        try:
-            shards = index["shards"]
-        except (KeyError, TypeError) as exc:
-            raise source_error(self.path / "index.json", None, f"not an MDS index: {exc}") from None
-        self.shards = {shard["raw_data"]["basename"]: shard for shard in shards if shard["samples"]}
+        entries = index["shards"].items()
+        shards = [_shard(entry) for entry in entries]
+        unique([entry["raw_data"]["basename"] for entry in entries], [shard["basename"] for shard in shards], "shard")
+        zipped = [(entry["zip_data"]["basename"], shard["zip"][0]) for entry, shard in zip(entries, shards) if shard["zip"]]
+        unique([entry for entry, _ in zipped], [name for _, name in zipped], "compressed shard")
+        self.shards = {shard["basename"]: shard for shard in shards if shard["samples"]}
         first = next(iter(self.shards.values()), None)
-        self.columns = list(zip(first["column_names"], first["column_encodings"])) if first else []
+        self.columns = first["columns"] if first else []
         self.spec = {name: _field_type(encoding) for name, encoding in self.columns}
         self.encoders = {"jpg": raw, "png": raw}
         self.metadata = {"source": "mds", "encodings": dict(self.columns)}
@@ -72,40 +78,53 @@ class MDSSource(Source):
     def units(self) -> list[str]:
         return [str(self.path / name) for name in self.shards]
 
+    def _shard(self, unit: str) -> dict[str, Any]:
+        return self.shards[os.path.relpath(unit, self.path)]
+
+    def unit_files(self, unit: str) -> list[Path]:
+        zipped = self._shard(unit)["zip"]
+        shard = Path(unit) if zipped is None or Path(unit).exists() else self.path / zipped[0]
+        return [self.path / "index.json", shard]
+
+    def unit_identity(self, unit: str) -> str:
+        if self.url is None:
+            return super().unit_identity(unit)
+        # the local copy is new each run: the objects' sizes and ETags say what they were
+        names = [os.path.relpath(file, self.path) for file in self.unit_files(unit)]
+        return hashlib.sha256(json.dumps([[name, self.objects.get(name)] for name in names]).encode()).hexdigest()
+
     def close(self) -> None:
         if self.url is not None:  # the downloaded copy
             shutil.rmtree(self.path, ignore_errors=True)
 
     def count(self, unit: str) -> int:
-        return self.shards[Path(unit).name]["samples"]
+        return self._shard(unit)["samples"]
 
     def read(self, unit: str) -> Iterator[tuple[Any, dict[str, Any]]]:
-        shard = self.shards[Path(unit).name]
-        if list(zip(shard["column_names"], shard["column_encodings"])) != self.columns:
+        shard = self._shard(unit)
+        if shard["columns"] != self.columns:
             raise source_error(unit, None, "its columns differ from the first shard's")
         data = self._shard_bytes(unit, shard)
         n = shard["samples"]
         offsets = offset_table(data, n, unit, "samples", "shard", whole=True)
         for k in range(n):
-            yield k, self._sample(unit, k, data[offsets[k]:offsets[k + 1]], shard["column_sizes"])
+            yield k, self._sample(unit, k, data[offsets[k]:offsets[k + 1]], shard["sizes"])
 
     def _shard_bytes(self, unit: str, shard: dict[str, Any]) -> bytes:
-        raw_info, zip_info = shard["raw_data"], shard.get("zip_data")
-        if zip_info and not Path(unit).is_file():
-            from streaming.base.compression import decompress
-
-            zipped = self._checked_bytes(self.path / zip_info["basename"], zip_info["bytes"])
-            data = decompress(shard["compression"], zipped)
+        if shard["zip"] and not Path(unit).exists():
+            name, size = shard["zip"]
+            data = inflate(shard["compression"], self._checked_bytes(self.path / name, size), shard["bytes"],
+                           self.path / name)
         else:
             data = self._checked_bytes(Path(unit), None)
-        if len(data) != raw_info["bytes"]:
-            raise source_error(unit, None, f"index.json says the shard has {raw_info['bytes']:,} bytes; "
+        if len(data) != shard["bytes"]:
+            raise source_error(unit, None, f"index.json says the shard has {shard['bytes']:,} bytes; "
                                            f"it has {len(data):,}")
         return data
 
     @staticmethod
     def _checked_bytes(file: Path, size: int | None) -> bytes:
-        data = file.read_bytes()
+        data = read_file(file)
         if size is not None and len(data) != size:
             raise source_error(file, None, f"index.json says {size:,} bytes; the file has {len(data):,}")
         return data
@@ -140,22 +159,48 @@ class MDSSource(Source):
         return sample
 
 
-def _download(url: str, storage_options: dict[str, Any] | None) -> Path:
-    """The objects under the prefix ``url`` (not below sub-prefixes) in a new local directory."""
+def _download(url: str, storage_options: dict[str, Any] | None) -> tuple[Path, dict[str, list]]:
+    """The objects under the prefix ``url`` (not below sub-prefixes) in a new local
+    directory, and each one's ``[size, ETag]`` by name."""
     boto3 = require("boto3", "boto3")
     options = storage_options or {}
     client = boto3.client("s3", endpoint_url=options.get("endpoint_url"), region_name=options.get("region"))
     bucket, _, prefix = url[len("s3://"):].partition("/")
     prefix = prefix.rstrip("/") + "/" if prefix else ""
     local = Path(tempfile.mkdtemp(prefix="ffrecord-mds-"))
+    objects = {}
     try:
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
             for entry in page.get("Contents", []):
-                client.download_file(bucket, entry["Key"], str(local / entry["Key"][len(prefix):]))
+                name = entry["Key"][len(prefix):]
+                if name in ("", ".", ".."):  # a folder marker, or a name that leaves the copy
+                    continue
+                client.download_file(bucket, entry["Key"], str(local / name))
+                objects[name] = [entry.get("Size"), entry.get("ETag")]
     except BaseException:
         shutil.rmtree(local, ignore_errors=True)
         raise
-    return local
+    return local, objects
+
+
+def _shard(entry: Entry) -> dict[str, Any]:
+    """What ``index.json`` says of one shard (``entry``), checked: an MDS shard (not JSON or
+    CSV), its columns (names, encodings, fixed sizes alike in number, names unique), its
+    sample count, and its file (and compressed file) inside the dataset's directory."""
+    kind = entry.get("format")
+    if kind is not None and kind.of(str) != "mds":
+        raise kind.error(f"{kind.value!r:.40} shards cannot be converted (only mds)")
+    names, encodings = entry["column_names"].texts(), entry["column_encodings"].texts()
+    sizes = [None if size.value is None else size.count() for size in entry["column_sizes"].items()]
+    if not len(names) == len(encodings) == len(sizes):
+        raise entry.error(f"{len(names)} column_names, {len(encodings)} column_encodings and "
+                          f"{len(sizes)} column_sizes")
+    unique(entry["column_names"].items(), names, "column")
+    raw_data, zip_data = entry["raw_data"], entry.get("zip_data")
+    zipped = None if zip_data is None else (zip_data["basename"].relative_path(), zip_data["bytes"].count())
+    return {"basename": raw_data["basename"].relative_path(), "bytes": raw_data["bytes"].count(),
+            "samples": entry["samples"].count(), "columns": list(zip(names, encodings)), "sizes": sizes,
+            "zip": zipped, "compression": None if zipped is None else entry["compression"].of(str)}
 
 
 def _as_field(value: Any, kind: str) -> Any:

@@ -38,6 +38,7 @@ from .._paths import PathLike
 from .._progress import progress
 from ..errors import CorruptFileError
 from ..writer import FileWriter
+from ._files import PIECE
 
 __all__ = [
     "crc32c",
@@ -63,11 +64,6 @@ def masked_crc32c(data) -> int:
     """
     crc = crc32c(data)
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
-
-
-# A corrupt length field must not make us allocate its value: payloads are read in pieces of
-# at most this size, so only bytes that really exist are ever held.
-_READ_PIECE = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -132,7 +128,7 @@ def _framed(path: Path, framing: _Framing, stream, gzipped: bool) -> Iterator[by
         pieces, left = [], size
         try:
             while left:
-                piece = stream.read(min(left, _READ_PIECE))
+                piece = stream.read(min(left, PIECE))  # a corrupt length allocates nothing
                 if not piece:
                     break
                 pieces.append(piece)

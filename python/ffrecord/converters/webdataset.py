@@ -14,15 +14,21 @@ extension                                 field type
 anything else                             ``bytes``
 ========================================  ==================================
 
+An extension that is not a field name gets a ``_`` in front (``0`` → ``_0``). Two
+extensions that would become one field (``0`` and ``_0``), or a member ``.__key__`` (which
+would replace the key), are an error naming both: WebDataset itself refuses the latter.
+
 The tar files are read with the standard library (the ``webdataset`` package is not needed).
-Every sample must have the first sample's extensions; a truncated or damaged tar, or an
-image that is not one, is an error naming the tar file and the sample's key.
+Every sample must have the first sample's extensions; a truncated or damaged tar, a member
+claiming more bytes than the archive holds, or an image that is not one, is an error naming
+the tar file and the sample's key.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import tarfile
 from collections.abc import Iterator
@@ -31,14 +37,16 @@ from typing import Any
 
 import numpy as np
 
-from .._paths import PathArg
-from ._base import Source, check_image, files_of, raw, source_error
+from .._paths import PathArg, open_regular
+from ._base import Source, SourceError, check_image, raw, source_error
+from ._files import PIECE, files_of
 
 _IMAGES = {"jpg": "jpg", "jpeg": "jpg", "png": "png"}
 _INTEGERS = ("cls", "cls2", "index", "id")
 _TEXT = ("txt", "text")
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
+_KEY = "__key__"
 
 
 def _field_type(extension: str, data: bytes) -> str:
@@ -78,14 +86,14 @@ class WebDatasetSource(Source):
 
     def __init__(self, path: PathArg) -> None:
         self.path, self.tars = files_of(path, "*.tar")
-        first = next(self._samples(self.tars[0]), None) if self.tars else None
+        first = next(((tar, sample) for tar in self.tars for sample in self._samples(tar)), None)
         if first is None:
             self.spec, self.fields = {}, {}
             self.tars = []
             return
-        key, members = first
-        self.fields = {ext: (ext if _FIELD.match(ext) else f"_{ext}") for ext in members}
-        self.spec = {"__key__": "utf8",
+        tar, (key, members) = first
+        self.fields = _fields(members, tar, key)
+        self.spec = {_KEY: "utf8",
                      **{self.fields[ext]: _field_type(ext, data) for ext, data in members.items()}}
         self.encoders = {"jpg": raw, "png": raw}
         self.metadata = {"source": "webdataset"}
@@ -98,19 +106,22 @@ class WebDatasetSource(Source):
             if members.keys() != self.fields.keys():
                 raise source_error(unit, key, f"has extensions {sorted(members)}; the first sample "
                                               f"has {sorted(self.fields)}")
-            datapoint = {"__key__": key}
+            datapoint = {_KEY: key}
             for ext, data in members.items():
                 field = self.fields[ext]
                 try:
                     datapoint[field] = _value(self.spec[field], data, unit, key)
-                except ValueError as exc:
+                except SourceError:  # an image that is not one: named already
+                    raise
+                except (ValueError, EOFError, RecursionError) as exc:  # npy cut short, JSON nested deep
                     raise source_error(unit, key, f".{ext}: not a {self.spec[field]} value: {exc}") from None
             yield key, datapoint
 
     def _samples(self, tar_path: Path) -> Iterator[tuple[str, dict[str, bytes]]]:
         key, members = None, {}
         try:
-            with tarfile.open(tar_path, "r:*") as tar:
+            with open_regular(tar_path) as f, tarfile.open(fileobj=_Clamped(f), mode="r:*") as tar:
+                plain = isinstance(tar.fileobj, _Clamped)  # not compressed: sizes are the file's
                 for member in tar:
                     if not member.isfile():
                         continue
@@ -124,8 +135,75 @@ class WebDatasetSource(Source):
                         key, members = name, {}
                     if ext in members:
                         raise source_error(tar_path, name, f"holds .{ext} twice")
-                    members[ext] = tar.extractfile(member).read()
+                    if plain and member.offset_data + member.size > tar.fileobj.size:
+                        raise source_error(tar_path, name, f"member {member.name!r} claims "
+                                           f"{member.size:,} bytes; the archive holds "
+                                           f"{max(0, tar.fileobj.size - member.offset_data):,} past its header")
+                    members[ext] = _member_bytes(tar, member)
         except (tarfile.TarError, EOFError, OSError) as exc:
             raise source_error(tar_path, key, f"damaged or truncated tar: {type(exc).__name__}: {exc}") from None
         if key is not None:
             yield key, members
+
+
+def _fields(members: dict[str, bytes], tar: Path, key: str) -> dict[str, str]:
+    """The field of each extension of the first sample, each its own: an error naming the
+    members that would share one (their values would replace each other)."""
+    fields: dict[str, str] = {}
+    owner = {_KEY: "its key"}
+    for ext in members:
+        field = ext if _FIELD.match(ext) else f"_{ext}"
+        if field in owner:
+            raise source_error(tar, key, f"member .{ext} and {owner[field]} would both become field "
+                                         f"{field!r}: rename one")
+        owner[field], fields[ext] = f"member .{ext}", field
+    return fields
+
+
+def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    """The member's bytes, read in pieces: a size field claiming more than there is fails at
+    the end of the data (truncated), never by asking for that much memory at once."""
+    f = tar.extractfile(member)
+    pieces, left = [], member.size
+    try:
+        while left:
+            piece = f.read(min(left, PIECE))
+            if not piece:
+                raise EOFError("end of data")
+            pieces.append(piece)
+            left -= len(piece)
+    except (tarfile.TarError, EOFError) as exc:
+        raise tarfile.ReadError(f"member {member.name!r} ends after {member.size - left:,} of its "
+                                f"{member.size:,} bytes ({exc})") from None
+    return b"".join(pieces)
+
+
+class _Clamped(io.RawIOBase):
+    """A file whose reads never ask for more than the file has left: ``tarfile`` reads a
+    header's claimed size (a long name, a pax record) in one call, which for a forged size
+    of 40 GiB would be a 40 GiB allocation."""
+
+    def __init__(self, f: Any) -> None:
+        super().__init__()
+        self.f, self.size = f, os.fstat(f.fileno()).st_size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self.f.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.f.tell()
+
+    def read(self, size: int = -1) -> bytes:
+        left = max(0, self.size - self.f.tell())
+        return self.f.read(left if size is None or size < 0 else min(size, left))
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)

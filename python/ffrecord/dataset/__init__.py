@@ -25,9 +25,10 @@ from typing import Any
 
 from .. import _remote
 from .codecs import BUILTIN as BUILTIN_CODECS
-from .errors import (CodecError, CorruptDatasetError, DatapointError, DatasetError,
-                     IncompleteDatasetError, MaskError, MissingDependencyError,
+from .errors import (CodecError, CorruptDatasetError, DatapointError, DatasetChangedError,
+                     DatasetError, IncompleteDatasetError, MaskError, MissingDependencyError,
                      SequenceRangeError, SpecError, UnsupportedVersionError)
+from .arrow_import import from_arrow
 from .grow import add_field, index, vacuum, versions
 from .mixture import Mixture
 from .open_files import max_open_files, set_max_open_files
@@ -37,11 +38,12 @@ from .versioned import NoManifestError, VersionedReader
 from .writer import DatasetWriter, ShardedDatasetWriter
 
 __all__ = [
-    "BUILTIN_CODECS", "CodecError", "CorruptDatasetError", "DatapointError", "DatasetError",
+    "BUILTIN_CODECS", "CodecError", "CorruptDatasetError", "DatapointError", "DatasetChangedError",
+    "DatasetError",
     "DatasetReader", "DatasetWriter", "IncompleteDatasetError", "MaskError",
     "MissingDependencyError", "Mixture", "Readable", "SequenceRangeError",
     "ShardedDatasetReader", "ShardedDatasetWriter", "SpecError", "UnsupportedVersionError",
-    "VersionedReader", "add_field", "dataset_kind", "index", "max_open_files", "open_dataset",
+    "VersionedReader", "add_field", "dataset_kind", "from_arrow", "index", "max_open_files", "open_dataset",
     "set_max_open_files", "vacuum", "versions",
 ]
 

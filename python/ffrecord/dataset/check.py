@@ -34,6 +34,7 @@ from .. import _remote
 from ..errors import CorruptFileError
 from ..reader import FileReader
 from . import sequence
+from .columns import Layout
 from .errors import DatasetError
 from .reader import shard_directories
 from .spec import read_spec
@@ -83,7 +84,7 @@ def survey(path: Any, storage_options: dict[str, Any] | None = None) -> Survey:
             found.files.append(str(file))
             if f.sequence:
                 found.sequence_files.append(str(file))
-            problem = _count_problem(file, name, length, storage_options)
+            problem = _count_problem(file, f, length, storage_options)
             if problem:
                 found.problems.append(problem)
     _check_manifest(root, found, storage_options)
@@ -123,15 +124,32 @@ def _check_manifest(root: Any, found: Survey, storage_options: dict[str, Any] | 
                     found.sequence_files.append(str(file))
 
 
-def _count_problem(file: Any, name: str, length: int,
+def _count_problem(file: Any, spec_field: Any, length: int,
                    storage_options: dict[str, Any] | None) -> str | None:
+    """What is wrong with the number of samples of a field file (for a column: of blocks,
+    and each block's size), or None."""
     try:
         with FileReader(file, check_data=False, storage_options=storage_options) as reader:
             n = reader.n
+            sizes = reader.sizes(np.arange(n, dtype=np.uint64)) if spec_field.block is not None else None
     except (CorruptFileError, OSError):
         return None  # the sample-by-sample check reports a file it cannot open
-    if n != length:
-        return f"{file}: field {name!r} holds {n} datapoints; spec.json says {length}"
+    if spec_field.block is None:
+        if n != length:
+            return f"{file}: field {spec_field.name!r} holds {n} datapoints; spec.json says {length}"
+        return None
+    layout = Layout.of(spec_field, length)
+    if n != layout.blocks:
+        return (f"{file}: field {spec_field.name!r} holds {n} blocks; spec.json says {length} datapoints, "
+                f"{spec_field.block} to a block")
+    want = np.full(n, layout.block * layout.width, np.uint64)
+    if n:
+        want[-1] = (length - (n - 1) * layout.block) * layout.width
+    bad = np.flatnonzero(sizes != want)
+    if len(bad):
+        b = int(bad[0])
+        return (f"{file}: field {spec_field.name!r}: column block {b} (datapoints {b * layout.block} to "
+                f"{min(length, (b + 1) * layout.block) - 1}) holds {int(sizes[b])} bytes, not {int(want[b])}")
     return None
 
 

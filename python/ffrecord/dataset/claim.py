@@ -31,9 +31,12 @@ import os
 import socket
 import time
 import uuid
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any
+
+from ..errors import FFRecordWarning, clean_up_after
 
 CLAIM_FILE = ".ffrecord-writer"
 _NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
@@ -116,9 +119,12 @@ class RemoteClaim:
     """Claims the ``s3://`` prefix ``url`` for one writer: the hidden object
     ``.ffrecord-writer`` under it, created by a conditional PUT, so that of two writers
     starting together exactly one gets it (``FileExistsError`` for the other, naming the
-    holder). ``release()`` deletes it. Object storage cannot tell whether the writer that
-    left a claim still runs, so a claim left by a killed writer must be removed by hand (the
-    error names it). A forked child never releases its parent's claim."""
+    holder). It holds a random token: ``check()`` says whether the claim is still this
+    writer's, and ``release()`` deletes it only while it is (on condition of its ETag), so
+    a writer never removes another's claim. Object storage cannot tell whether the writer
+    that left a claim still runs, so a claim left by a killed writer must be removed by hand
+    (the error names it); a live writer whose claim was removed finds out at ``check()``.
+    A forked child never releases its parent's claim."""
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None) -> None:
         from .. import _remote  # the library loads on first use, not on import
@@ -128,8 +134,9 @@ class RemoteClaim:
         self._owner: int | None = None
         body = (f"pid {os.getpid()} on {socket.gethostname()} since "
                 f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} ({uuid.uuid4().hex})\n")
+        self._body = body.encode()  # the token makes it this writer's, and no other's
         try:
-            _remote.put_new(self.url, storage_options, body.encode())
+            _remote.put_new(self.url, storage_options, self._body)
         except FileExistsError:
             try:
                 holder = _remote.fetch_bytes(self.url, storage_options).decode(errors="replace")
@@ -140,19 +147,44 @@ class RemoteClaim:
                 f"whether it still runs: if it does not, remove {self.url}") from None
         self._owner = os.getpid()
 
+    def check(self) -> None:
+        """``FileExistsError`` unless the claim is still this writer's: one removed by hand
+        (taken for a killed writer's) or replaced by another writer's means another
+        writer may be writing here, so this one must not publish anything."""
+        from .. import _remote
+
+        try:
+            held = _remote.fetch_bytes(self.url, self._options)
+        except FileNotFoundError:
+            held = b"removed"
+        if held != self._body:
+            raise FileExistsError(
+                f"{self.url.rsplit('/', 1)[0]}/: this writer's claim was removed or replaced while it wrote "
+                f"(now: {held.decode(errors='replace').strip()}): another writer may be writing here; "
+                "nothing published")
+
     def release(self) -> None:
-        """Deletes the claim (in the process that made it). Idempotent."""
+        """Deletes the claim (in the process that made it) while it is this writer's; one
+        replaced by another writer's stays, with a warning. Idempotent."""
         from .. import _remote
 
         owner, self._owner = self._owner, None
-        if owner == os.getpid():
-            _remote.remove(self.url, self._options)
+        if owner != os.getpid():
+            return
+        try:
+            _remote.remove_if_holds(self.url, self._options, self._body)
+        except FileExistsError:
+            warnings.warn(f"{self.url}: left in place: it is another writer's claim now (this writer's "
+                          "was removed while it wrote)", FFRecordWarning, stacklevel=2)
 
     def __enter__(self) -> RemoteClaim:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+    def __exit__(self, exc_type: object, exc: BaseException | None, _: object) -> None:
+        if exc is None:
+            self.release()
+        else:
+            clean_up_after(exc, self.release)
 
     def __repr__(self) -> str:
         return f"RemoteClaim({self.url!r}, {'held' if self._owner is not None else 'released'})"

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import MissingDependencyError, SpecError
+from .spec import FIXED_TYPES
 
 Encoder = Callable[[Any], Any]
 Decoder = Callable[[memoryview], Any]
@@ -101,10 +102,19 @@ def _encode_array(value: Any) -> bytes:
         raise TypeError(f"an 'array' value cannot have dtype {array.dtype}: numeric, bool, "
                         "string and bytes dtypes only (use the 'npz' or 'msgpack' type, or a "
                         "codec of your own)")
-    text = f"{array.dtype.str} {','.join(map(str, array.shape))}".encode("ascii")
+    return b"".join((array_header(array.dtype, array.shape), array.reshape(-1).view(np.uint8)))
+
+
+def array_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    """What ``_encode_array`` stores before the data of an array of ``dtype`` and ``shape``.
+
+    >>> a = np.arange(3, dtype=np.uint16)
+    >>> BUILTIN["array"].encode(a) == array_header(a.dtype, a.shape) + a.tobytes()
+    True
+    """
+    text = f"{dtype.str} {','.join(map(str, shape))}".encode("ascii")
     pad = -(_ARRAY_HEADER.size + len(text)) % _ARRAY_ALIGN
-    header = _ARRAY_HEADER.pack(len(text) + pad) + text + b" " * pad
-    return b"".join((header, array.reshape(-1).view(np.uint8)))
+    return _ARRAY_HEADER.pack(len(text) + pad) + text + b" " * pad
 
 
 def _decode_array(view: memoryview) -> np.ndarray:
@@ -222,11 +232,16 @@ def resolve(fields: Mapping[str, Any], user: Mapping[str, Callable] | None,
         if type_name in user:
             chosen[field] = user[type_name]
             continue
+        if type_name in FIXED_TYPES:
+            from . import columns
+
+            chosen[field] = (columns.encoder if direction == "encode" else columns.decoder)(fields[field])
+            continue
         codec = BUILTIN.get(type_name)
         if codec is None:
             kind = "encoders" if direction == "encode" else "decoders"
             raise SpecError(f"field {field!r} has type {type_name!r}, which is not built in "
-                            f"(built-in: {', '.join(BUILTIN)}): pass {kind}={{{type_name!r}: "
+                            f"(built-in: {', '.join([*BUILTIN, *FIXED_TYPES])}): pass {kind}={{{type_name!r}: "
                             "function}")
         if codec.requires is not None:
             module, package = codec.requires

@@ -4,7 +4,10 @@
   text and JSON values as they are, binary values summarised by their length and first bytes,
   arrays by dtype, shape and first values, long sequences by their first elements and a count;
 - one summary per value (``ffrecord show`` as text, ``ffrecord view`` as JSON for the page:
-  ``summarize``).
+  ``summarize``, ``summarize_datapoints``), bounded whatever the value: a sequence by its
+  first ``SHOWN_ELEMENTS`` elements, text by its first ``TEXT_LIMIT`` characters, each with
+  the count of what is left out (``"more"``, shown as "… N more"); a value that cannot be
+  read or decoded by its error, in its place.
 
 Both read through the same decoders (``display_decoders``): values worth showing decoded
 are decoded by the built-in codecs, every other one is kept as it is stored, so that an
@@ -31,12 +34,15 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable
 
 import numpy as np
 
+from ..errors import CorruptFileError
 from .codecs import BUILTIN
+from .errors import DatasetError
+from .columns import value_dtype
 from .spec import parse_spec
 
 # Types whose built-in decoders give values worth showing as they are (or as arrays); any
@@ -44,6 +50,19 @@ from .spec import parse_spec
 _SHOWN_DECODED = ("int", "float", "utf8", "json", "msgpack", "array", "npz")
 HEAD_BYTES = 16
 HEAD_ELEMENTS = 16
+SHOWN_ELEMENTS = 8  # elements of a sequence (arrays of an npz value) in a summary
+TEXT_LIMIT = 2000  # characters of text (or of a JSON value written out) in a summary
+HEX_BYTES = 64  # bytes of a binary value a summary shows
+
+
+def head(values: Sequence, limit: int) -> tuple[Sequence, int]:
+    """The first ``limit`` of ``values`` and how many more there are: how every view cuts
+    a long value.
+
+    >>> head("abcdef", 4), head([1, 2], 4)
+    (('abcd', 2), ([1, 2], 0))
+    """
+    return values[:limit], max(0, len(values) - limit)
 
 
 def display_decoders(types: Iterable[str]) -> dict[str, Callable]:
@@ -72,9 +91,9 @@ def display_value(value: Any) -> Any:
     """``value`` as something ``json.dumps`` takes, binary parts summarised."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         view = memoryview(value).cast("B")
-        head = view[:HEAD_BYTES].tobytes()
-        return {"bytes": view.nbytes, "hex": head.hex(),
-                "text": "".join(chr(b) if 32 <= b < 127 else "." for b in head)}
+        first = view[:HEAD_BYTES].tobytes()
+        return {"bytes": view.nbytes, "hex": first.hex(),
+                "text": "".join(chr(b) if 32 <= b < 127 else "." for b in first)}
     if isinstance(value, np.ndarray):
         return {"array": str(value.dtype), "shape": list(value.shape),
                 "values": [display_value(v) for v in value.reshape(-1)[:8].tolist()]}
@@ -83,10 +102,8 @@ def display_value(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): display_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        shown = [display_value(v) for v in value[:HEAD_ELEMENTS]]
-        if len(value) > HEAD_ELEMENTS:
-            shown.append(f"({len(value) - HEAD_ELEMENTS} more)")
-        return shown
+        first, more = head(value, HEAD_ELEMENTS)
+        return [display_value(v) for v in first] + ([f"({more} more)"] if more else [])
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return repr(value)
@@ -98,7 +115,6 @@ def format_datapoint(datapoint: Mapping[str, Any]) -> str:
 
 
 _MAGIC = {b"\xff\xd8\xff": "JPEG", b"\x89PNG\r\n\x1a\n": "PNG", b"GIF8": "GIF", b"RIFF": "WEBP"}
-TEXT_LIMIT = 2000  # characters of text or bytes shown
 
 
 def stored_decoders(types: Iterable[str]) -> dict[str, Callable]:
@@ -124,29 +140,65 @@ def image_format(data: bytes) -> str | None:
 
 
 def summarize(value: Any, kind: str) -> dict[str, Any]:
-    """A JSON-able summary of one value of a field of type ``kind`` (``"utf8"``, ``"jpg[]"``...)."""
+    """A JSON-able summary of one value of a field of type ``kind`` (``"utf8"``, ``"jpg[]"``...),
+    of bounded size (see the module)."""
     base = kind.split(":")[0]
     if base.endswith("[]"):
-        return {"kind": "sequence", "count": len(value), "items": [summarize(v, base[:-2]) for v in value]}
+        first, more = head(value, SHOWN_ELEMENTS)
+        return {"kind": "sequence", "count": len(value), "items": [summarize(v, base[:-2]) for v in first],
+                "more": more}
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)
         fmt = image_format(data)
         if fmt is not None:
             return {"kind": "image", "format": fmt, "bytes": len(data), **_image_size(data)}
         try:
-            return {"kind": "text", "text": data.decode("utf-8")[:TEXT_LIMIT], "bytes": len(data)}
+            return {**_text(data.decode("utf-8")), "bytes": len(data)}
         except UnicodeDecodeError:
-            return {"kind": "bytes", "bytes": len(data), "hex": data[:64].hex()}
+            return {"kind": "bytes", "bytes": len(data), "hex": data[:HEX_BYTES].hex()}
     if isinstance(value, str):
-        return {"kind": "text", "text": value[:TEXT_LIMIT], "length": len(value)}
+        return {**_text(value), "length": len(value)}
     if isinstance(value, (bool, int, float)):
         return {"kind": "number", "value": value}
     if isinstance(value, np.ndarray):
         return _array(value)
     if isinstance(value, dict) and value and all(isinstance(v, np.ndarray) for v in value.values()):
-        return {"kind": "arrays", "arrays": {k: _array(v) for k, v in value.items()}}
-    text = json.dumps(value, default=repr, ensure_ascii=False)
-    return {"kind": "json", "text": text[:TEXT_LIMIT]}
+        first, more = head(list(value.items()), SHOWN_ELEMENTS)
+        return {"kind": "arrays", "arrays": {k: _array(v) for k, v in first}, "more": more}
+    return {**_text(json.dumps(value, default=repr, ensure_ascii=False)), "kind": "json"}
+
+
+def _text(text: str) -> dict[str, Any]:
+    first, more = head(text, TEXT_LIMIT)
+    return {"kind": "text", "text": first, "more": more}
+
+
+def error_summary(exc: BaseException) -> dict[str, Any]:
+    """The summary standing for a value that could not be read or decoded."""
+    return {"kind": "error", "error": f"{type(exc).__name__}: {exc}"}
+
+
+def summarize_datapoints(dataset: Any, indices: Sequence[int], names: Sequence[str] | None,
+                         spec: Mapping[str, str]) -> list[dict[str, dict[str, Any]]]:
+    """``{field: summary}`` for each of ``indices`` of ``dataset`` (a reader opened with
+    ``display_decoders``), the fields ``names`` (``None``: all). A value that cannot be read
+    or decoded (a damaged sample, a decoder's error) is summarised by its error and the
+    others are read one by one, so one bad value hides nothing else."""
+    try:
+        datapoints = dataset.read(list(indices), None if names is None else list(names))
+    except (DatasetError, CorruptFileError):
+        return [{name: _summarize_one(dataset, index, name, spec[name]) for name in names or spec}
+                for index in indices]
+    return [{name: summarize(value, spec[name]) for name, value in datapoint.items()}
+            for datapoint in datapoints]
+
+
+def _summarize_one(dataset: Any, index: int, name: str, kind: str) -> dict[str, Any]:
+    try:
+        value = dataset.read([index], [name])[0][name]
+    except (DatasetError, CorruptFileError) as exc:
+        return error_summary(exc)
+    return summarize(value, kind)
 
 
 def _array(array: np.ndarray) -> dict[str, Any]:
@@ -169,15 +221,15 @@ def _image_size(data: bytes) -> dict[str, Any]:
 def as_text(summary: Mapping[str, Any]) -> str:
     """One line (a few for a sequence) describing a summary, for the terminal."""
     kind = summary["kind"]
+    more = f"… {summary['more']:,} more" if summary.get("more") else ""
     if kind == "sequence":
-        items = [as_text(item) for item in summary["items"][:8]]
-        more = f"\n  … {summary['count'] - 8} more" if summary["count"] > 8 else ""
-        return f"{summary['count']} element(s)" + "".join(f"\n  [{k}] {t}" for k, t in enumerate(items)) + more
+        items = "".join(f"\n  [{k}] {as_text(item)}" for k, item in enumerate(summary["items"]))
+        return f"{summary['count']} element(s)" + items + (f"\n  {more}" if more else "")
     if kind == "image":
         size = f" {summary['width']}x{summary['height']} {summary['mode']}" if "width" in summary else ""
         return f"image {summary['format']}{size}, {summary['bytes']:,} bytes"
     if kind == "text":
-        return repr(summary["text"])
+        return repr(summary["text"]) + (f" {more} characters" if more else "")
     if kind == "number":
         return repr(summary["value"])
     if kind == "array":
@@ -185,10 +237,13 @@ def as_text(summary: Mapping[str, Any]) -> str:
         bounds = f"  min {summary['min']}  max {summary['max']}" if "min" in summary else ""
         return f"array {summary['dtype']} {shape}{bounds}"
     if kind == "arrays":
-        return "; ".join(f"{name}: {as_text(a)}" for name, a in summary["arrays"].items())
+        return "; ".join(f"{name}: {as_text(a)}" for name, a in summary["arrays"].items()) + (
+            f"; {more}" if more else "")
     if kind == "bytes":
-        return f"{summary['bytes']:,} bytes: {summary['hex']}{'…' if summary['bytes'] > 64 else ''}"
-    return summary["text"]
+        return f"{summary['bytes']:,} bytes: {summary['hex']}{'…' if summary['bytes'] > HEX_BYTES else ''}"
+    if kind == "error":
+        return f"unreadable: {summary['error']}"
+    return summary["text"] + (f" {more} characters" if more else "")
 
 
 def size_stats(sizes: np.ndarray, bins: int = 20) -> dict[str, Any]:
@@ -207,6 +262,10 @@ def field_sizes(dataset: Any, name: str) -> np.ndarray:
     members = getattr(dataset, "members", [dataset])
     parts = []
     for member in members:
+        field = member.fields[name]
+        if field.block is not None:  # a column: every value its type's size
+            parts.append(np.full(len(member), value_dtype(field).itemsize, np.int64))
+            continue
         reader = member.field_reader(name)
         parts.append(np.asarray(reader.sizes(np.arange(len(member), dtype=np.uint64)), np.int64))
     return np.concatenate(parts) if parts else np.empty(0, np.int64)

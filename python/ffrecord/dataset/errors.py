@@ -30,6 +30,13 @@ class IncompleteDatasetError(DatasetError):
     or it is not a dataset), or a field file is missing."""
 
 
+class DatasetChangedError(DatasetError):
+    """A copy of a reader (unpickled, e.g. in a loader worker) found the dataset changed
+    since its original opened it: another ``spec.json`` (fields, length, metadata), other
+    shards, or a field file replaced. The copy never reads the new data with the old spec:
+    reopen the dataset to read what is there now."""
+
+
 class CorruptDatasetError(CorruptFileError):
     """A field file disagrees with ``spec.json`` (another datapoint count) or a sequence's
     element table is damaged (bad bounds, an element CRC-32 that does not match)."""

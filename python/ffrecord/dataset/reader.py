@@ -15,13 +15,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import _counters as counters
 from .. import _remote
 from .._indices import index_array, one_index
 from ..reader import FileReader
-from . import codecs, sequence
+from . import codecs, columns, scans, sequence
 from .datapoint import DatapointReads, FieldDecodeFailed
-from .errors import (CodecError, CorruptDatasetError, IncompleteDatasetError, MaskError,
-                     SequenceRangeError, SpecError)
+from .errors import (CodecError, CorruptDatasetError, DatasetChangedError, IncompleteDatasetError,
+                     MaskError, SequenceRangeError, SpecError)
 from .spec import SPEC_FILE, Field, parse_spec_document, read_spec_and_metadata
 
 # Remote field files opened at once by a DatasetReader (each open is a request).
@@ -90,11 +91,38 @@ class Readable:
 
         return train_test_split(self, test_size, seed, shuffle)
 
+    def read_columns(self, indices: Any, mask: Any = None) -> dict[str, Any]:
+        """The fields ``mask`` selects of the datapoints at ``indices``, as columns: a numpy
+        array ``(n, *shape)`` for each fixed-size, ``int`` and ``float`` field, a list for
+        the others (see ``ffrecord.dataset.scans``)."""
+        from .scans import columns_of_rows
+
+        return columns_of_rows(self, indices, mask)
+
+    def iter_batches(self, batch_size: int = 65536, columns: Any = None, *, arrow: bool = False) -> Any:
+        """Consecutive batches of ``batch_size`` datapoints as ``read_columns`` dicts (or
+        Arrow record batches with ``arrow=True``) of the fields ``columns`` names."""
+        from .scans import iter_batches
+
+        return iter_batches(self, batch_size, columns, arrow)
+
+    def where(self, condition: Any) -> Any:
+        """A ``View`` of the datapoints where ``condition`` holds: a boolean array of
+        ``len(self)``, or a function of a ``Columns`` (whole columns by name, read on first
+        use) returning one, e.g. ``reader.where(lambda c: c["label"] == 3)``."""
+        from .scans import where
+
+        return where(self, condition)
+
     def to_arrow(self, mask: Any = None) -> Any:
         """The dataset as a ``pyarrow.Table`` (see ``ffrecord.dataset.export``)."""
         from .export import to_arrow
 
         return to_arrow(self, mask)
+
+    def to_pandas(self, mask: Any = None) -> Any:
+        """The dataset as a ``pandas.DataFrame``, by way of ``to_arrow``."""
+        return self.to_arrow(mask).to_pandas()
 
     def to_hf(self, mask: Any = None) -> Any:
         """The dataset as a Hugging Face ``datasets.Dataset`` (see ``ffrecord.dataset.export``)."""
@@ -110,6 +138,21 @@ class Readable:
 
     def close(self) -> None:
         """Closes the files (a no-op for datasets that own none)."""
+
+    def file_readers(self) -> list[FileReader]:
+        """The readers of the files behind the dataset, as opened in this process (none for
+        datasets that own none)."""
+        return []
+
+    def stats(self) -> dict[str, int | float]:
+        """The I/O counters of the dataset's file readers added up (see
+        ``FileReader.stats``): requests, ``bytes_fetched`` against ``bytes_delivered``, and
+        their ratio ``fetched_per_delivered``.
+
+        >>> reader.stats()["fetched_per_delivered"]     # doctest: +SKIP
+        1.01
+        """
+        return counters.summed(r.stats() for r in self.file_readers())
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, _MANY):  # slices, index lists, a field name: see dataset.views
@@ -202,7 +245,9 @@ class DatasetReader(Readable):
     names small fields to hold in memory (read whole on first use, then served from RAM).
     ``check_data`` verifies CRC-32s: of each whole sample, and of each sequence element read
     alone. The reader is safe to share between threads, survives ``fork()``, and pickles by
-    directory and options (decoders must then be picklable: module-level functions).
+    directory and options (decoders must then be picklable: module-level functions) with
+    what it was opened with: a copy that finds the dataset changed raises
+    ``DatasetChangedError`` rather than read it with the old spec.
     ``directory`` may be a URL (``s3://bucket/ds/``, ``https://…/ds``) with
     ``storage_options`` as for ``FileReader``: the spec and fields are read from there (and
     ``cache_dir=``, ``cache_limit=``, ``chunk_size=`` as for ``FileReader``). Remote, small
@@ -232,7 +277,7 @@ class DatasetReader(Readable):
         self.decoders = decoders
         self.cache_keys = tuple(cache_keys)
         self.check_data = bool(check_data)
-        self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._cache: dict[str, Any] = {}  # held fields: (buffer, offsets), a column's array
         self._cache_lock = threading.Lock()
         self._joint: FileReader | None = None  # every field's file, for one call per batch
         early = self._open_remembered_fields()
@@ -257,14 +302,14 @@ class DatasetReader(Readable):
         self._held = set(self.cache_keys) | (self._small_fields() if self._remote else set())
         # Datapoints of plain fields read one at a time: one native call for all fields.
         self._single: DatapointReads | None = None
-        if not self._held and not any(field.sequence for field in self._fields.values()):
+        if not self._held and not any(field.sequence or field.block for field in self._fields.values()):
             self._single = DatapointReads(list(self._readers.values()), list(self._fields),
                                           [self._decoders[name] for name in self._fields])
 
     def _read_spec(self) -> tuple[dict[str, Field], int, dict[str, Any]]:
         """The fields, datapoint count and metadata: ``spec.json``'s (a reader of one
         version of a dataset takes them from its manifest instead)."""
-        return read_spec_and_metadata(self.directory)
+        return _spec_json(self.directory)
 
     def _small_fields(self) -> set[str]:
         small = set()
@@ -338,7 +383,12 @@ class DatasetReader(Readable):
             reader = opening.result()
         else:  # not started, or failed: opened now, to fail (or not) as it would have
             reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins))
-        if reader.n != self._length:
+        if field.block is not None:
+            if reader.n != -(-self._length // field.block):
+                reader.close()
+                raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} blocks; spec.json "
+                                          f"says {self._length} datapoints, {field.block} to a block")
+        elif reader.n != self._length:
             reader.close()
             raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} datapoints; "
                                       f"spec.json says {self._length}")
@@ -398,6 +448,33 @@ class DatasetReader(Readable):
         names = list(columns)
         return [dict(zip(names, values)) for values in zip(*columns.values())]
 
+    def read_columns(self, indices: Any, mask: Any = None) -> dict[str, Any]:
+        """The selected fields of the datapoints at ``indices`` as columns (see
+        ``ffrecord.dataset.scans``): a column field's values by one native call (a run of
+        indices read straight into the array), an ``int``/``float`` field's by one batch
+        read, the others as lists."""
+        if isinstance(indices, range) and indices.step == 1 and 0 <= indices.start <= indices.stop <= self._length:
+            run, idx = (indices.start, indices.stop), np.arange(indices.start, indices.stop)
+        else:
+            idx = self._indices(indices)
+            run = scans.run_of(idx)
+        selection = parse_mask(mask, self._fields)
+        out: dict[str, Any] = {}
+        for name, chosen in selection.items():
+            field = self._fields[name]
+            if field.block is not None:
+                out[name] = self.column_values(name, idx) if run is None else self.column_range(name, *run)
+                continue
+            dtype = None if field.sequence else scans.number_dtype(self._decoders[name])
+            if dtype is not None:
+                buf, starts, ends = self._whole(field, idx)
+                numbers = _numbers(buf, starts, ends, dtype)
+                if numbers is not None:
+                    out[name] = numbers
+                    continue
+            out[name] = self._read_field(field, chosen, idx, None, self._decoders[name])
+        return out
+
     def prefetch(self, indices: Any, mask: Any = None) -> int:
         """Starts bringing the datapoints at ``indices`` (the fields ``mask`` selects) closer
         and returns at once, as ``FileReader.prefetch`` does for each field's file: into the
@@ -407,8 +484,13 @@ class DatasetReader(Readable):
         >>> reader.prefetch([7, 3]); reader.read([7, 3])   # doctest: +SKIP
         """
         idx = self._indices(indices)
-        return sum(self._readers[name].prefetch(idx) for name in parse_mask(mask, self._fields)
-                   if name not in self._held)
+        return sum(self._readers[name].prefetch(self._samples_of(name, idx))
+                   for name in parse_mask(mask, self._fields) if name not in self._held)
+
+    def _samples_of(self, name: str, idx: np.ndarray) -> np.ndarray:
+        """The samples of field ``name``'s file that hold datapoints ``idx``: a column's blocks."""
+        block = self._fields[name].block
+        return idx if block is None else np.unique(idx // block)
 
     def available(self, index: int) -> dict[str, int | bool]:
         idx = np.array([one_index(index, self._length)], np.int64)
@@ -430,6 +512,7 @@ class DatasetReader(Readable):
         are not held in memory), read by one call for all of them: one request plan, the
         fields' requests in flight together. Empty when local or a single field."""
         names = [name for name, chosen in selection.items() if name not in self._held
+                 and self._fields[name].block is None
                  and (chosen is WHOLE or not self._fields[name].sequence)]
         if not self._remote or len(names) < 2 or not len(idx):
             return {}
@@ -448,6 +531,8 @@ class DatasetReader(Readable):
     def _read_field(self, field: Field, chosen: Selection, idx: np.ndarray, whole: Any,
                     decode: Callable) -> list[Any]:
         """``decode``: the plain field's decoder (sequences' elements take the reader's)."""
+        if field.block is not None:
+            return columns.as_python(self.column_values(field.name, idx))
         if not field.sequence:
             buf, starts, ends = whole or self._whole(field, idx)
             return self._decode_values(field, buf, starts, ends, idx, decode)
@@ -456,6 +541,38 @@ class DatasetReader(Readable):
             return self._sequences_from_samples(field, chosen, buf, starts, ends, idx)
         return self._sequence_ranges(field, chosen, idx)
 
+    def column_values(self, name: str, idx: np.ndarray) -> np.ndarray:
+        """The values of column field ``name`` at ``idx`` (``int64``, in range) as an array
+        ``(len(idx), *shape)``: one native call (or none, held in memory)."""
+        if name in self._held:
+            return self._held_column(name)[idx]
+        return columns.gather(self._readers[name], self._layout(name), idx, self._where(name))
+
+    def column_range(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Values ``[start, stop)`` of column field ``name``, the blocks read straight into
+        the array."""
+        if name in self._held:
+            return self._held_column(name)[start:stop]
+        return columns.value_range(self._readers[name], self._layout(name), start, stop, self._where(name))
+
+    def _layout(self, name: str) -> columns.Layout:
+        return columns.Layout.of(self._fields[name], self._length)
+
+    def _where(self, name: str) -> str:
+        return f"{self.directory}: field {name!r} ({self._fields[name].spec})"
+
+    def _held_column(self, name: str) -> np.ndarray:
+        held = self._cache.get(name)
+        if held is None:
+            with self._cache_lock:
+                held = self._cache.get(name)
+                if held is None:
+                    held = columns.value_range(self._readers[name], self._layout(name), 0, self._length,
+                                               self._where(name))
+                    held.flags.writeable = False
+                    self._cache[name] = held
+        return held
+
     def _whole(self, field: Field, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The whole samples of ``idx``: a buffer and each sample's start and end in it."""
         if field.name in self._held:
@@ -463,6 +580,24 @@ class DatasetReader(Readable):
             return buf, offsets[idx], offsets[idx + 1]
         buf, offsets = self._readers[field.name].read_batch(idx.view(np.uint64))
         return buf, offsets[:-1], offsets[1:]
+
+    def _field_batch(self, name: str, idx: np.ndarray, out: Any) -> tuple[np.ndarray, np.ndarray, int]:
+        """Field ``name``'s values at ``idx`` in one buffer (``out`` as ``FileReader._read``
+        takes it): ``(buffer, sizes, their one size or -1)``. A field held in memory is
+        copied from there: reading it again would cost a request per batch, remote."""
+        if name not in self._held:
+            return self._readers[name]._read(idx.view(np.uint64), out)
+        buf, offsets = self._cached(name)
+        starts, ends = offsets[idx], offsets[idx + 1]
+        sizes = (ends - starts).astype(np.uint64)
+        common = int(sizes[0]) if len(sizes) and (sizes == sizes[0]).all() else -1
+        total = int(sizes.sum())
+        dst = out(total) if callable(out) else np.empty(total, np.uint8)
+        if common >= 0:
+            dst[:] = _gather(buf, starts.astype(np.int64), common)
+        elif total:
+            np.concatenate([buf[s:e] for s, e in zip(starts.tolist(), ends.tolist())], out=dst)
+        return dst, sizes, common
 
     def _cached(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         cached = self._cache.get(name)
@@ -477,13 +612,10 @@ class DatasetReader(Readable):
 
     def _decode_values(self, field: Field, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                        idx: np.ndarray, decode: Callable) -> list[Any]:
-        width = codecs.FIXED_WIDTH.get(decode)
-        if width is not None and len(starts) and ((ends - starts) == 8).all():
-            # The buffer is the values back to back only for a batch read; a held field's
-            # holds every datapoint, in file order.
-            in_order = len(buf) == 8 * len(starts) and (starts == np.arange(0, len(buf), 8)).all()
-            gathered = buf if in_order else _gather(buf, starts, 8)
-            return np.frombuffer(gathered, width).tolist()
+        dtype = scans.number_dtype(decode)
+        numbers = None if dtype is None else _numbers(buf, starts, ends, dtype)
+        if numbers is not None:
+            return numbers.tolist()
         view = memoryview(buf)
         values = []
         for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
@@ -659,10 +791,11 @@ class DatasetReader(Readable):
     # -- lifetime ---------------------------------------------------------------------
 
     def close(self) -> None:
-        for reader in self._readers.values():
+        for reader in self.file_readers():
             reader.close()
-        if self._joint is not None:
-            self._joint.close()
+
+    def file_readers(self) -> list[FileReader]:
+        return list(self._readers.values()) + ([self._joint] if self._joint is not None else [])
 
     @property
     def versions(self) -> dict[str, Any]:
@@ -674,17 +807,81 @@ class DatasetReader(Readable):
         return _remote.pinned(self.storage_options, self.versions)
 
     def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles by directory and options, with what the reader was opened with (spec,
+        length, metadata, each field file's identity): the copy checks it reopened the same
+        dataset, and raises ``DatasetChangedError`` rather than read another."""
         return _reopen, (type(self), str(self.directory), self.decoders, self.cache_keys,
-                         self.check_data, self._pinned_options())
+                         self.check_data, self._pinned_options(), self._opened_as())
+
+    def _opened_as(self) -> dict[str, Any]:
+        """What this reader was opened with, as its pickled copies carry it."""
+        return {"spec": list(self.spec.items()), "length": self._length, "metadata": self._metadata,
+                "files": {field.file: field_identity(self._readers[name])
+                          for name, field in self._fields.items()}}
+
+    def _check_opened_as(self, opened: dict[str, Any]) -> None:
+        """``DatasetChangedError`` unless this reader opened what ``opened`` describes."""
+        now = self._opened_as()
+        for key, what in (("spec", "fields"), ("length", "datapoints"), ("metadata", "metadata")):
+            if now[key] != opened[key]:
+                raise DatasetChangedError(
+                    f"{self.directory}: {SPEC_FILE} changed since the reader was opened ({what} "
+                    f"{_shown(opened[key])}, now {_shown(now[key])}): a copy reads only the "
+                    "dataset its original read; reopen the dataset to read the new one")
+        for name, was in opened["files"].items():
+            if now["files"].get(name) != tuple(was):
+                raise DatasetChangedError(
+                    f"{self.directory / name}: replaced since the reader was opened ("
+                    f"{_identity_text(was)}, now {_identity_text(now['files'].get(name))}): a copy "
+                    "reads only the dataset its original read; reopen the dataset to read the new one")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, {self.spec}) n={self._length}"
 
 
+def _spec_json(directory: Any) -> tuple[dict[str, Field], int, dict[str, Any]]:
+    """``read_spec_and_metadata``, whose error for a directory without ``spec.json`` names
+    the reader to use when the directory holds a sharded dataset."""
+    try:
+        return read_spec_and_metadata(directory)
+    except IncompleteDatasetError:
+        from . import dataset_kind
+
+        if dataset_kind(directory, getattr(directory, "storage_options", None)) != "sharded":
+            raise
+    raise IncompleteDatasetError(
+        f"{directory}: a sharded dataset (shards 000000, 000001, ...), not one dataset: open it "
+        "with ffrecord.dataset.open_dataset or ShardedDatasetReader") from None
+
+
+def field_identity(reader: FileReader) -> tuple[int, int]:
+    """The identity of a field file as ``reader`` opened it, what a copy of a dataset reader
+    checks: its size and the CRC-32 its header stores of its sample tables (every sample's
+    CRC-32), ``FileReader.file_stamp``: no read. A replaced file of other data differs."""
+    return tuple(reader.file_stamp(0))
+
+
+def _identity_text(identity: Any) -> str:
+    if identity is None:
+        return "no such field"
+    size, checksum = identity
+    return f"{size} bytes, header checksum 0x{checksum:08x}"
+
+
+def _shown(value: Any) -> str:
+    return f"{dict(value) if isinstance(value, list) else value!r:.200}"
+
+
 def _reopen(cls: type, directory: str, decoders: Any, cache_keys: tuple, check_data: bool,
-            storage_options: dict[str, Any] | None = None) -> Any:
-    return cls(directory, decoders, cache_keys, check_data=check_data,
-               storage_options=storage_options)
+            storage_options: dict[str, Any] | None, opened: dict[str, Any]) -> Any:
+    reader = cls(directory, decoders, cache_keys, check_data=check_data,
+                 storage_options=storage_options)
+    try:
+        reader._check_opened_as(opened)
+    except BaseException:
+        reader.close()
+        raise
+    return reader
 
 
 def _torch_worker_decoders(decoders: Mapping[str, Callable]) -> dict[str, Callable] | None:
@@ -703,6 +900,18 @@ def _joined(arrays: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays) if arrays else np.empty(0, np.uint64)
 
 
+def _numbers(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
+    """The 8-byte numbers of samples ``[starts, ends)`` of ``buf`` as an array of ``dtype``;
+    None unless every sample is 8 bytes (an empty batch: an empty array). The buffer is the
+    values back to back for a batch read; a held field's holds every datapoint, in file order."""
+    if not len(starts):
+        return np.empty(0, dtype)
+    if not ((ends - starts) == 8).all():
+        return None
+    in_order = len(buf) == 8 * len(starts) and (starts == np.arange(0, len(buf), 8)).all()
+    return np.frombuffer(buf if in_order else _gather(buf, starts, 8), dtype)
+
+
 def _gather(buf: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
     """The ``width`` bytes at each of ``starts`` in ``buf``, back to back."""
     return buf[starts[:, None] + np.arange(width)].reshape(-1)
@@ -719,6 +928,20 @@ class Routed(Readable):
 
     def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
         return self._gathered(indices, lambda member, local: member.read(local, mask))
+
+    def read_columns(self, indices: Any, mask: Any = None) -> dict[str, Any]:
+        """Each member's ``read_columns`` of its part of ``indices``, put together."""
+        if not all(isinstance(m, Readable) for m in self.members):
+            return super().read_columns(indices, mask)
+        idx = self._indices(indices)
+        if not len(idx):  # still checks the mask
+            return self.members[0].read_columns(idx, mask)
+        member, local = self._route(idx)
+        parts = []
+        for m in np.unique(member).tolist():
+            where = np.flatnonzero(member == m)
+            parts.append((where, self.members[m].read_columns(local[where], mask)))
+        return scans.scatter(parts, len(idx))
 
     def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
         """Each member's ``__getitems__`` (see ``DatasetReader.__getitems__``)."""
@@ -759,6 +982,10 @@ class Routed(Readable):
     def close(self) -> None:
         for member in self.members:
             member.close()
+
+    def file_readers(self) -> list[FileReader]:
+        # a mixture's members may be plain sequences, which read no files
+        return [r for member in self.members for r in getattr(member, "file_readers", list)()]
 
 
 class ShardedDatasetReader(Routed):
@@ -828,19 +1055,33 @@ class ShardedDatasetReader(Routed):
         return member, idx - self._starts[member]
 
     def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles by directory and options, with what each shard was opened with (see
+        ``DatasetReader.__reduce__``)."""
         versions = {url: v for member in self.members for url, v in member.versions.items()}
         return _reopen_sharded, (str(self.directory), self.decoders, self.shardstart, self.shardstep,
-                                 self.cache_keys, self.check_data, _remote.pinned(self.storage_options, versions))
+                                 self.cache_keys, self.check_data, _remote.pinned(self.storage_options, versions),
+                                 [member._opened_as() for member in self.members])
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, shards={self.shards}) n={len(self)}"
 
 
 def _reopen_sharded(directory: str, decoders: Any, shardstart: int, shardstep: int,
-                    cache_keys: tuple, check_data: bool,
-                    storage_options: dict[str, Any] | None = None) -> ShardedDatasetReader:
-    return ShardedDatasetReader(directory, decoders, shardstart, shardstep, cache_keys,
-                                check_data=check_data, storage_options=storage_options)
+                    cache_keys: tuple, check_data: bool, storage_options: dict[str, Any] | None,
+                    opened: list[dict[str, Any]]) -> ShardedDatasetReader:
+    reader = ShardedDatasetReader(directory, decoders, shardstart, shardstep, cache_keys,
+                                  check_data=check_data, storage_options=storage_options)
+    try:
+        if len(opened) != reader.shards:
+            raise DatasetChangedError(
+                f"{reader.directory}: {len(opened)} shard(s) when the reader was opened, {reader.shards} "
+                "now: a copy reads only the dataset its original read; reopen the dataset to read the new one")
+        for member, was in zip(reader.members, opened):
+            member._check_opened_as(was)
+    except BaseException:
+        reader.close()
+        raise
+    return reader
 
 
 def shard_directories(directory: Any) -> list[Any]:

@@ -1,16 +1,24 @@
 """Specs and ``spec.json``: what fields a dataset has, and the file that marks it complete.
 
-A spec maps each field name to a type string ``TYPE[[]][:COMPRESSION]``:
+A spec maps each field name to a type string ``TYPE[SHAPE][[]][:COMPRESSION]``:
 
 - ``TYPE`` names a codec: a built-in one (``bytes``, ``utf8``, ``int``, ``float``, ``array``,
-  ``npz``, ``json``, ``msgpack``, ``jpg``, ``png``) or one the user passes;
-- ``[]`` makes a sequence field: each value is a list of elements of ``TYPE``, stored so
-  that any range of elements is read without the others;
+  ``npz``, ``json``, ``msgpack``, ``jpg``, ``png``), a fixed-size type (``bool``,
+  ``int8`` … ``int64``, ``uint8`` … ``uint64``, ``float16``, ``float32``, ``float64``: see
+  ``dataset.columns``) or one the user passes;
+- ``[SHAPE]``, on a fixed-size type only, makes each value an array of that shape:
+  ``float32[768]``, ``uint8[4,4]`` (dimensions of at least 1, separated by commas);
+- ``[]`` (empty brackets, last) makes a sequence field: each value is a list of elements of
+  ``TYPE``, stored so that any range of elements is read without the others;
 - ``:lz4`` or ``:zstd`` compresses the field's samples in its file.
 
->>> fields = parse_spec({"frames": "jpg[]", "text": "utf8:zstd", "label": "int"})
->>> fields["frames"].sequence, fields["text"].compression, fields["label"].file
-(True, 'zstd', 'label.ffr')
+A fixed-size field that is not a sequence (and whose type no user codec overrides) is
+stored as a *column*: many values to a sample, ``block`` of them (kept in ``spec.json``
+under ``"blocks"``, which makes it format version 2).
+
+>>> fields = parse_spec({"frames": "jpg[]", "text": "utf8:zstd", "label": "int", "emb": "float32[4]"})
+>>> fields["frames"].sequence, fields["text"].compression, fields["label"].file, fields["emb"].shape
+(True, 'zstd', 'label.ffr', (4,))
 """
 
 from __future__ import annotations
@@ -20,19 +28,28 @@ import os
 import re
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from .. import _paths
 from .errors import CorruptDatasetError, IncompleteDatasetError, SpecError, UnsupportedVersionError
 
 SPEC_FILE = "spec.json"
 FORMAT = "ffrecord.dataset"
-VERSION = 1
+VERSION = 2  # the newest this library reads and writes
+PLAIN_VERSION = 1  # written when no field is a column: readers before columns read it
 COMPRESSIONS = ("lz4", "zstd")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}\Z")
-_TYPE = re.compile(r"(?P<type>[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sequence>\[\])?(?::(?P<compression>\w+))?\Z")
+_TYPE = re.compile(r"(?P<type>[A-Za-z_][A-Za-z0-9_.\-]*)(?:\[(?P<shape>[0-9]+(?:,[0-9]+)*)\])?"
+                   r"(?P<sequence>\[\])?(?::(?P<compression>\w+))?\Z")
+# The fixed-size types, by name: numpy's little-endian dtypes of their values.
+FIXED_TYPES = {"bool": "|b1", "int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8",
+               "uint8": "|u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8",
+               "float16": "<f2", "float32": "<f4", "float64": "<f8"}
+MAX_VALUE_BYTES = 1 << 30  # a fixed-size value over this is not one (the core's block bound)
 
 
 @dataclass(frozen=True)
@@ -43,6 +60,8 @@ class Field:
     type: str  # the codec's name
     sequence: bool
     compression: str | None
+    shape: tuple[int, ...] = ()  # of each value of a fixed-size type: () a scalar
+    block: int | None = None  # values to a sample when stored as a column, else None
 
     @property
     def file(self) -> str:
@@ -52,7 +71,14 @@ class Field:
     @property
     def spec(self) -> str:
         """The type string this field was parsed from (normalised)."""
-        return self.type + ("[]" if self.sequence else "") + (f":{self.compression}" if self.compression else "")
+        shape = f"[{','.join(map(str, self.shape))}]" if self.shape else ""
+        return (self.type + shape + ("[]" if self.sequence else "")
+                + (f":{self.compression}" if self.compression else ""))
+
+    @property
+    def fixed(self) -> bool:
+        """Whether values are of a fixed-size type (``bool``, ``float32[768]``, ...)."""
+        return self.type in FIXED_TYPES
 
 
 def parse_spec(spec: Any) -> dict[str, Field]:
@@ -67,13 +93,38 @@ def parse_spec(spec: Any) -> dict[str, Field]:
         match = _TYPE.match(text) if isinstance(text, str) else None
         if match is None:
             raise SpecError(f"field {name!r}: {text!r} is not a type string "
-                            "(TYPE, TYPE[] for a sequence, optionally :lz4 or :zstd)")
+                            "(TYPE, TYPE[] for a sequence, TYPE[d0,d1,...] for a fixed-size "
+                            "array, optionally :lz4 or :zstd)")
         compression = match["compression"]
         if compression is not None and compression not in COMPRESSIONS:
             raise SpecError(f"field {name!r}: unknown compression {compression!r} "
                             f"(known: {', '.join(COMPRESSIONS)})")
-        fields[name] = Field(name, match["type"], bool(match["sequence"]), compression)
+        fields[name] = Field(name, match["type"], bool(match["sequence"]), compression,
+                             _shape(name, match["type"], match["shape"]))
     return fields
+
+
+def _shape(name: str, kind: str, text: str | None) -> tuple[int, ...]:
+    """The dimensions of ``TYPE[d0,d1,...]``: of a fixed-size type, each at least 1."""
+    if text is None:
+        return ()
+    if kind not in FIXED_TYPES:
+        raise SpecError(f"field {name!r}: a shape [{text}] needs a fixed-size type "
+                        f"({', '.join(FIXED_TYPES)}), not {kind!r} (TYPE[] is a sequence)")
+    shape = tuple(int(d) for d in text.split(","))
+    size = int(np.dtype(FIXED_TYPES[kind]).itemsize)
+    for d in shape:
+        size *= d
+        if d < 1 or size > MAX_VALUE_BYTES:
+            raise SpecError(f"field {name!r}: shape [{text}]: each dimension must be at least "
+                            f"1, and a value at most {MAX_VALUE_BYTES >> 20} MiB")
+    return shape
+
+
+def with_blocks(fields: Mapping[str, Field], blocks: Mapping[str, int]) -> dict[str, Field]:
+    """``fields`` with the column ones (``blocks``: field -> values to a sample) marked."""
+    return {name: replace(field, block=blocks[name]) if name in blocks else field
+            for name, field in fields.items()}
 
 
 def write_spec(directory: Path, fields: Mapping[str, Field], length: int,
@@ -82,8 +133,11 @@ def write_spec(directory: Path, fields: Mapping[str, Field], length: int,
     replacing one: it is the last thing a writer does, so a dataset without it never looks
     complete, and a complete one is never replaced. ``metadata`` (JSON-serialisable, e.g. a
     converter's class names) is kept under ``"metadata"``."""
-    document = {"format": FORMAT, "version": VERSION, "length": length,
+    blocks = {name: field.block for name, field in fields.items() if field.block is not None}
+    document = {"format": FORMAT, "version": VERSION if blocks else PLAIN_VERSION, "length": length,
                 "fields": {name: field.spec for name, field in fields.items()}}
+    if blocks:
+        document["blocks"] = blocks
     if metadata:
         document["metadata"] = dict(metadata)
     fd, tmp = tempfile.mkstemp(prefix=f".{SPEC_FILE}.tmp-", dir=directory)
@@ -113,8 +167,14 @@ def _publish(tmp: str, path: Path) -> None:
         if not os.path.lexists(path):
             os.replace(tmp, path)
             return
-    raise FileExistsError(f"{path.parent}: a dataset was completed here by another writer "
-                          f"({SPEC_FILE} appeared): not replacing it")
+    raise completed_meanwhile(path.parent)
+
+
+def completed_meanwhile(directory: Any) -> FileExistsError:
+    """The error of a writer that finds a dataset completed where it writes (its
+    ``spec.json`` appeared), local or remote."""
+    return FileExistsError(f"{directory}: a dataset was completed here by another writer ({SPEC_FILE} "
+                           "appeared): not replacing it")
 
 
 def sync_directory(directory: Path) -> None:
@@ -157,9 +217,24 @@ def parse_spec_document(path: Any, raw: bytes) -> tuple[dict[str, Field], int, d
     if not isinstance(metadata, dict):
         raise _damaged(path, '"metadata" is not an object')
     try:
-        return parse_spec(document.get("fields")), length, metadata
+        fields = parse_spec(document.get("fields"))
     except SpecError as exc:
         raise _damaged(path, str(exc)) from None
+    return with_blocks(fields, _blocks(path, document, fields)), length, metadata
+
+
+def _blocks(path: Any, document: dict[str, Any], fields: dict[str, Field]) -> dict[str, int]:
+    """The ``"blocks"`` of a version 2 spec: values to a sample of each column field."""
+    blocks = document.get("blocks", {})
+    if not isinstance(blocks, dict) or (blocks and document["version"] < 2):
+        raise _damaged(path, '"blocks" is not an object of a version 2 spec')
+    for name, block in blocks.items():
+        field = fields.get(name)
+        if field is None or not field.fixed or field.sequence:
+            raise _damaged(path, f'"blocks" names {name!r}, which is not a fixed-size field')
+        if not _is_count(block) or block < 1:
+            raise _damaged(path, f"field {name!r}: bad values per block {block!r:.80}")
+    return blocks
 
 
 def _read_raw(directory: Path) -> tuple[Any, bytes]:

@@ -12,12 +12,12 @@ array, so they pickle, and ``ffrecord.torch.DataLoader`` resumes them exactly.
 ...     for k in range(10):
 ...         _ = writer.append({"label": k})
 >>> ds = DatasetReader(path)
->>> ds[2:4], ds[[7, 1]], ds["label"][:3]
+>>> ds[2:4], ds[[7, 1]], ds["label"][:3].tolist()
 ([{'label': 2}, {'label': 3}], [{'label': 7}, {'label': 1}], [0, 1, 2])
 >>> split = ds.train_test_split(test_size=0.2, seed=0)
->>> len(split["train"]), len(split["test"]), sorted(split["train"]["label"] + split["test"]["label"]) == list(range(10))
+>>> len(split["train"]), len(split["test"]), sorted([*split["train"]["label"], *split["test"]["label"]]) == list(range(10))
 (8, 2, True)
->>> ds.shard(3, 1)["label"], ds.select([9, 0])[1]
+>>> ds.shard(3, 1)["label"].tolist(), ds.select([9, 0])[1]
 ([4, 5, 6], {'label': 0})
 """
 
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .reader import Readable
+from .spec import parse_spec
 
 COLUMN_BATCH = 4096  # datapoints per read when a whole column is read
 
@@ -41,10 +42,15 @@ def getitem(dataset: Readable, key: Any) -> Any:
     return dataset.read(np.asarray(key, np.int64).reshape(-1))
 
 
-def column(dataset: Readable, name: str) -> list[Any]:
-    """Field ``name`` of every datapoint, in order, read ``COLUMN_BATCH`` datapoints per call."""
+def column(dataset: Readable, name: str) -> Any:
+    """Field ``name`` of every datapoint, in order: a numpy array for a fixed-size, ``int``
+    or ``float`` field, read by one call (``read_columns``); a list for the others, read
+    ``COLUMN_BATCH`` datapoints per call."""
     if name not in dataset.spec:
         raise KeyError(f"no field {name!r} (fields: {', '.join(dataset.spec)})")
+    field = parse_spec({name: dataset.spec[name]})[name]
+    if not field.sequence and (field.fixed or field.type in ("int", "float")):
+        return dataset.read_columns(range(len(dataset)), [name])[name]
     values: list[Any] = []
     for start in range(0, len(dataset), COLUMN_BATCH):
         batch = dataset.read(np.arange(start, min(start + COLUMN_BATCH, len(dataset))), [name])
@@ -80,6 +86,9 @@ class View(Readable):
 
     def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
         return self.parent.__getitems__(self.indices[self._indices(indices)])
+
+    def read_columns(self, indices: Any, mask: Any = None) -> dict[str, Any]:
+        return self.parent.read_columns(self.indices[self._indices(indices)], mask)
 
     def available(self, index: int) -> dict[str, int | bool]:
         return self.parent.available(int(self.indices[self._indices([index])[0]]))

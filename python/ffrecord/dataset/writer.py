@@ -14,13 +14,13 @@ from typing import Any, Callable
 
 from .. import _remote
 from .._progress import ProgressBar
+from ..errors import clean_up_after
 from ..writer import ClosesOrAborts, FileWriter
-from . import codecs, sequence
-from . import grow
+from . import bulk, codecs, columns, grow, sequence
 from . import manifest as manifests
 from .claim import Claim, RemoteClaim
 from .errors import CodecError, DatapointError
-from .spec import SPEC_FILE, Field, parse_spec, sync_directory, write_spec
+from .spec import SPEC_FILE, Field, completed_meanwhile, parse_spec, sync_directory, write_spec
 
 class DatasetWriter(ClosesOrAborts):
     """Writes datapoints (dicts with one value per field of ``spec``) to ``directory``.
@@ -59,7 +59,9 @@ class DatasetWriter(ClosesOrAborts):
     ``directory`` may be an ``s3://bucket/prefix/`` URL (with ``storage_options`` as for
     ``FileWriter``): the dataset is then written to a local staging directory and uploaded
     by ``close()``, the field files first and ``spec.json`` last, so the prefix never holds
-    a dataset a reader accepts before all its files are there. A failed upload deletes the
+    a dataset a reader accepts before all its files are there; only while the writer's claim
+    on the prefix is still its own, and ``spec.json`` by a conditional PUT, so that a dataset
+    completed meanwhile is never replaced (``FileExistsError``). A failed upload deletes the
     objects already uploaded; an exception in the ``with`` block or ``abort()`` uploads
     nothing.
 
@@ -76,24 +78,24 @@ class DatasetWriter(ClosesOrAborts):
                  encoders: Mapping[str, Callable] | None = None, *, length: int | None = None,
                  storage_options: dict[str, Any] | None = None,
                  metadata: Mapping[str, Any] | None = None, progress: bool = False,
-                 durable: bool = True, manifest: bool = True) -> None:
+                 durable: bool = True, block_bytes: int = columns.BLOCK_BYTES, manifest: bool = True) -> None:
         self.entry: manifests.ShardEntry | None = None  # what close() wrote, for a manifest
         self.durable = bool(durable)
         self._publishes = bool(manifest)
         self._spec_made: os.stat_result | None = None  # the spec.json close() wrote
-        self._uploaded: list[str] = []  # what close() uploaded (spec.json first)
-        self._writers: dict[str, FileWriter] = {}
+        self._uploaded: list[str] = []  # what close() uploaded and published (spec.json first)
+        self._writers: dict[str, FileWriter | columns.ColumnWriter] = {}
         self._placed: dict[str, os.stat_result] = {}  # field files this writer moved into place
         self._staging: str | None = None
         self._claim: Claim | RemoteClaim | None = None
-        self._created = self._finished = False
+        self._created = self._finished = self._discarded = False
         self._bar = ProgressBar(length, progress, "write", "datapoint")  # rate and ETA on stderr
         self.metadata = dict(metadata or {})  # stored in spec.json, read as reader.metadata
         json.dumps(self.metadata)  # not JSON-serialisable: fail before anything is written
         self.storage_options = storage_options
         location = os.fsdecode(_remote.local_path(directory))
         self.url = location if _remote.is_url(location) else None
-        self._fields = parse_spec(spec)
+        self._fields = columns.as_columns(parse_spec(spec), encoders, block_bytes)
         self._encoders = codecs.resolve(self._fields, encoders, "encode")
         if self.url is not None:
             _remote.check_writable(self.url)
@@ -115,10 +117,10 @@ class DatasetWriter(ClosesOrAborts):
         try:
             self._claim_directory()
             for name, field in self._fields.items():
-                self._writers[name] = FileWriter(self.directory / field.file, length,
-                                                 compression=field.compression, durable=durable)
-        except BaseException:
-            self.abort()
+                self._writers[name] = columns.field_writer(self.directory / field.file, field, length,
+                                                           durable)
+        except BaseException as exc:
+            clean_up_after(exc, self.abort)
             raise
 
     def _claim_directory(self) -> None:
@@ -164,13 +166,42 @@ class DatasetWriter(ClosesOrAborts):
         try:
             for name, sample in samples.items():
                 self._writers[name].write_one(sample)
-        except BaseException:
-            self.abort()
+        except BaseException as exc:
+            clean_up_after(exc, self.abort)
             raise
         self._size += sum(map(len, samples.values()))
         self._length += 1
         self._bar.update(1)
         return index
+
+    def append_batch(self, columns: Any) -> range:
+        """Appends a batch of datapoints given as columns: ``{field: values}`` with values of
+        the same length for every field of the spec (numpy arrays, Arrow arrays, torch
+        tensors, lists; or an Arrow table), written with one native call per field (see
+        ``ffrecord.dataset.bulk``). Returns the batch's indices. Every field is encoded
+        before any is written: a bad value raises ``CodecError`` or ``DatapointError``
+        naming the field and the datapoint, and writes nothing."""
+        if self._closed:
+            raise ValueError(f"I/O operation on closed {type(self).__name__}")
+        given, n = bulk.batch_columns(columns, self._fields)
+        return self._append_encoded(bulk.encode(self._fields, self._encoders, given, n, self._length), n)
+
+    def _append_encoded(self, encoded: dict[str, bulk.Encoded], n: int) -> range:
+        """Writes ``n`` datapoints encoded by ``bulk.encode``."""
+        first = self._length
+        if self._expected is not None and first + n > self._expected:
+            raise ValueError(f"{self.directory}: the dataset was created for length={self._expected} "
+                             f"datapoints; {n} more after {first} are too many")
+        try:
+            for name, part in encoded.items():
+                part.write(self._writers[name])
+        except BaseException:
+            self.abort()
+            raise
+        self._size += sum(part.nbytes for part in encoded.values())
+        self._length += n
+        self._bar.update(n)
+        return range(first, first + n)
 
     def _encode(self, datapoint: Any, index: int) -> dict[str, bytes]:
         if not isinstance(datapoint, Mapping):
@@ -206,6 +237,9 @@ class DatasetWriter(ClosesOrAborts):
         self._closed = True
         self._bar.__exit__()
         try:
+            if self._expected is not None and self._length != self._expected:
+                raise ValueError(f"{self.directory}: closed after {self._length} datapoints; the "
+                                 f"dataset was created for length={self._expected}")
             # Each close fsyncs its file; the library releases the GIL, so they overlap.
             with ThreadPoolExecutor(len(self._writers)) as pool:
                 for future in [pool.submit(self._place, name) for name in self._writers]:
@@ -220,8 +254,8 @@ class DatasetWriter(ClosesOrAborts):
                     self.entry.files, self.url, self.storage_options))
             if self._publishes:
                 self._publish_manifest()
-        except BaseException:
-            self._discard()
+        except BaseException as exc:
+            clean_up_after(exc, self._discard)
             raise
         self._finished = True
         self._release()
@@ -242,12 +276,29 @@ class DatasetWriter(ClosesOrAborts):
         self._placed[name] = os.stat(self.directory / self._fields[name].file)
 
     def _upload(self) -> None:
-        def pair(name: str) -> tuple[str, str]:
-            return str(self.directory / name), _remote.join(self.url, name)
-
-        files = [pair(field.file) for field in self._fields.values()] + [pair(name) for name in self._attached]
-        _remote.upload_all(files, self.storage_options, last=[pair(SPEC_FILE)])
-        self._uploaded = [url for _, url in [pair(SPEC_FILE), *files]]
+        """Uploads the field files and companions, then publishes ``spec.json`` by a
+        conditional PUT: only while this writer's claim is its own, never over a dataset
+        completed meanwhile (``FileExistsError``, as locally). When publishing fails, what
+        this writer uploaded is deleted again."""
+        self._claim.check()
+        if SPEC_FILE in _remote.list_dir(self.url, self.storage_options):
+            raise completed_meanwhile(self.url)
+        names = [field.file for field in self._fields.values()] + self._attached
+        uploaded = [_remote.join(self.url, name) for name in names]
+        _remote.upload_all([(str(self.directory / name), url) for name, url in zip(names, uploaded)],
+                           self.storage_options)
+        spec_url, spec = _remote.join(self.url, SPEC_FILE), (self.directory / SPEC_FILE).read_bytes()
+        try:
+            _remote.put_new(spec_url, self.storage_options, spec)
+        except FileExistsError:
+            error = completed_meanwhile(self.url)
+            clean_up_after(error, lambda: _remote.remove_all(uploaded, self.storage_options))
+            raise error from None
+        except BaseException as exc:  # a spec.json of ours may have arrived: removed if so
+            clean_up_after(exc, lambda: _remote.remove_if_holds(spec_url, self.storage_options, spec))
+            clean_up_after(exc, lambda: _remote.remove_all(uploaded, self.storage_options))
+            raise
+        self._uploaded = [spec_url, *uploaded]
 
     def abort(self) -> None:
         """Discards everything written; a directory this writer created is removed when
@@ -259,24 +310,27 @@ class DatasetWriter(ClosesOrAborts):
 
     def _discard(self) -> None:
         """Removes what this writer made, and nothing else: its unfinished files, the field
-        files it moved into place (if they are still the ones it made), its claim."""
-        for name, writer in self._writers.items():
-            if name in self._placed:  # moved into place by a close that then failed
-                _remove_if_same(self.directory / self._fields[name].file, self._placed[name])
-            else:
-                writer.abort()
-        for name in self._attached:  # written by the caller while this writer held the claim
-            (self.directory / name).unlink(missing_ok=True)
-        if self._spec_made is not None:  # the manifest could not be published after it
-            _remove_if_same(self.directory / SPEC_FILE, self._spec_made)
-        for url in self._uploaded:
-            try:
-                _remote.remove(url, self.storage_options)
-            except OSError:
-                pass  # the failure that brought us here is the one to report
-        if self._staging is None and self._claim is not None:
-            sync_directory(self.directory)
-        self._release()
+        files it moved into place (if they are still the ones it made), its claim. Once:
+        a later call (an ``abort()`` after a failure that discarded) does nothing."""
+        if self._discarded:
+            return
+        self._discarded = True
+        try:
+            for name, writer in self._writers.items():
+                if name in self._placed:  # moved into place by a close that then failed
+                    _remove_if_same(self.directory / self._fields[name].file, self._placed[name])
+                else:
+                    writer.abort()
+            for name in self._attached:  # written by the caller while this writer held the claim
+                (self.directory / name).unlink(missing_ok=True)
+            if self._spec_made is not None:  # the manifest could not be published after it
+                _remove_if_same(self.directory / SPEC_FILE, self._spec_made)
+            if self._uploaded:  # published, but the manifest could not be after it
+                _remote.remove_all(self._uploaded, self.storage_options)
+            if self._staging is None and self._claim is not None:
+                sync_directory(self.directory)
+        finally:  # the claim is given up whatever failed above
+            self._release()
 
     def _release(self) -> None:
         """Gives up the claim, then removes the directory if this writer made it and it is
@@ -393,7 +447,7 @@ class ShardedDatasetWriter(ClosesOrAborts):
                  encoders: Mapping[str, Callable] | None = None, shardlen: int | None = None,
                  shardstart: int = 0, shardstep: int = 1, *, length: int | None = None,
                  storage_options: dict[str, Any] | None = None, durable: bool = True,
-                 mode: str = "w") -> None:
+                 block_bytes: int = columns.BLOCK_BYTES, mode: str = "w") -> None:
         if mode not in ("w", "append"):
             raise ValueError(f"mode must be 'w' (a new dataset) or 'append', not {mode!r}")
         if mode == "append" and (shardstart, shardstep) != (0, 1):
@@ -409,9 +463,10 @@ class ShardedDatasetWriter(ClosesOrAborts):
             _remote.check_writable(str(self.directory))
         self.storage_options = storage_options
         self.durable = bool(durable)
-        self._fields = parse_spec(spec)
-        codecs.resolve(self._fields, encoders, "encode")  # fails now rather than at the first append
+        self._fields = columns.as_columns(parse_spec(spec), encoders, block_bytes)
+        self._resolved = codecs.resolve(self._fields, encoders, "encode")  # fails now, not at an append
         self._encoders = encoders
+        self.block_bytes = block_bytes
         self.shardlen = shardlen
         self.length = length
         self._next_shard = shardstart
@@ -451,6 +506,35 @@ class ShardedDatasetWriter(ClosesOrAborts):
     def append(self, datapoint: Mapping[str, Any]) -> int:
         """Appends one datapoint to the current shard; returns its index among the datapoints
         of this writer."""
+        writer = self._current()
+        index = len(self)
+        writer.append(datapoint)
+        if len(writer) in (self.shardlen, writer._expected):
+            self._finish_shard()
+        return index
+
+    def append_batch(self, columns: Any) -> range:
+        """Appends a batch given as columns (see ``DatasetWriter.append_batch``), cut at the
+        shards' ends; every field is encoded before anything is written. Returns the
+        batch's indices among the datapoints of this writer."""
+        if self._closed:
+            raise ValueError(f"I/O operation on closed {type(self).__name__}")
+        given, n = bulk.batch_columns(columns, self._fields)
+        first = len(self)
+        encoded = bulk.encode(self._fields, self._resolved, given, n, first)
+        at = 0
+        while at < n:
+            writer = self._current()
+            room = min([n, *(end - len(writer) for end in (self.shardlen, writer._expected) if end is not None)])
+            take = min(n - at, room)
+            writer._append_encoded({name: part[at:at + take] for name, part in encoded.items()}, take)
+            at += take
+            if len(writer) in (self.shardlen, writer._expected):
+                self._finish_shard()
+        return range(first, first + n)
+
+    def _current(self) -> DatasetWriter:
+        """The writer of the shard being filled, made when none is."""
         if self._closed:
             raise ValueError(f"I/O operation on closed {type(self).__name__}")
         if self._writer is None:
@@ -458,15 +542,12 @@ class ShardedDatasetWriter(ClosesOrAborts):
                 self._writer = DatasetWriter(self.directory / shard_name(self._next_shard), self.spec,
                                              self._encoders, length=self._shard_length(self._next_shard),
                                              storage_options=self.storage_options,
-                                             durable=self.durable, manifest=False)
+                                             durable=self.durable, block_bytes=self.block_bytes,
+                                             manifest=False)
             except FileExistsError as exc:
                 raise FileExistsError(f"{exc}: shard {self._next_shard} is another writer's (do two "
                                       "writers have overlapping shardstart/shardstep?)") from None
-        index = len(self)
-        self._writer.append(datapoint)
-        if len(self._writer) in (self.shardlen, self._writer._expected):
-            self._finish_shard()
-        return index
+        return self._writer
 
     def _shard_length(self, number: int) -> int | None:
         """How many datapoints shard ``number`` holds, when the total is known."""

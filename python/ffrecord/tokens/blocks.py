@@ -21,25 +21,13 @@ import numpy as np
 
 from .._indices import index_array
 from .._buffers import BufferPool
-from .errors import BlockSizeError
-from .packing import METHODS, PackPlan, pack
+from .._timing import timed_read
+from .arguments import block_size as checked_block_size
+from .arguments import token_id
+from .packing import PackPlan, checked_packing, pack
 from .stream import TokenStream
 
 IGNORE_INDEX = -100  # the label of positions that predict nothing (torch's ignore_index)
-
-
-def _block_size(block_size: Any, available: int, what: str) -> int:
-    if isinstance(block_size, bool):
-        raise BlockSizeError(f"block_size must be an integer, not {block_size!r}")
-    try:
-        size = operator.index(block_size)
-    except TypeError:
-        raise BlockSizeError(f"block_size must be an integer, not {type(block_size).__name__}") from None
-    if size <= 0:
-        raise BlockSizeError(f"block_size must be positive, got {size}")
-    if size > available:
-        raise BlockSizeError(f"block_size {size} is larger than the dataset: {what}")
-    return size
 
 
 def _int64s(count: int, allocate: Callable[[int], np.ndarray] | None) -> np.ndarray:
@@ -89,6 +77,7 @@ class _Blocks:
             raise IndexError(f"block {int(idx.view(np.uint64).max())} out of range for {n} blocks")
         return idx
 
+    @timed_read
     def batch(self, indices: Any, out: Callable[[int], np.ndarray] | None = None) -> Any:
         """The blocks at ``indices`` as one value: ``read_dict`` with ``as_dict``, else
         ``read``; ``out`` gives the buffer (``uint8``, of a byte count) the tokens go to."""
@@ -146,7 +135,8 @@ class TokenBlocks(_Blocks):
     token in the block, and labels are the next tokens (across document boundaries, as
     concatenation trains). ``path`` is a token dataset (see ``TokenWriter``,
     ``convert_text``): a directory, a sharded one, or an ``s3://`` prefix with
-    ``storage_options``.
+    ``storage_options``. ``separator`` is a token id the dataset's dtype holds
+    (``TokenRangeError`` otherwise: 0 to 65,535 for ``uint16`` tokens).
 
     >>> import tempfile, os
     >>> from ffrecord.tokens import TokenWriter
@@ -163,19 +153,17 @@ class TokenBlocks(_Blocks):
 
     def __init__(self, path: Any, block_size: int, field: str = "tokens", separator: int | None = None,
                  *, as_dict: bool = False, storage_options: dict[str, Any] | None = None) -> None:
-        self.separator = None if separator is None else operator.index(separator)
-        if self.separator is not None and self.separator < 0:
-            raise ValueError(f"separator must be a token id >= 0, got {self.separator}")
         self.as_dict = as_dict
         self.stream = TokenStream(path, field, storage_options=storage_options)
         try:
             stream = self.stream
+            self.separator = None if separator is None else token_id(separator, "separator", stream.dtype)
             self._windows = stream.windows(self.separator)
             starts = self._windows.starts
             self._starts = array.array("q", starts.tobytes())  # where each document starts in the stream
             total = int(starts[-1])
-            self.block_size = _block_size(block_size, total - 1, f"{total} tokens make no block of "
-                                          f"{block_size} + 1 (the last label)")
+            self.block_size = checked_block_size(block_size, total - 1, f"{total} tokens make no block "
+                                                 f"of {block_size} + 1 (the last label)")
             self._count = (total - 1) // self.block_size
         except BaseException:
             self.stream.close()
@@ -258,7 +246,9 @@ class PackedBlocks(_Blocks):
     ``labels`` (the next token within the same document, ``-100`` at each document's end
     and on padding), ``segment_ids`` (1, 2, ... per document, 0 on padding) and
     ``positions`` (from 0 in each document piece). ``padding_fraction`` says how much of
-    the blocks is padding.
+    the blocks is padding. ``pad_id`` is a token id the dataset's dtype holds
+    (``TokenRangeError`` otherwise); ``window`` is ``None`` or an integer ``>= 1``,
+    ``seed`` an integer ``>= 0``.
 
     >>> import tempfile, os
     >>> from ffrecord.tokens import TokenWriter
@@ -276,15 +266,15 @@ class PackedBlocks(_Blocks):
     def __init__(self, path: Any, block_size: int, field: str = "tokens", *, method: str = "best_fit",
                  window: int | None = None, seed: int = 0, pad_id: int = 0,
                  storage_options: dict[str, Any] | None = None, plan: PackPlan | None = None) -> None:
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
-        self.method, self.window, self.seed, self.pad_id = method, window, seed, operator.index(pad_id)
+        self.method, self.window, self.seed = checked_packing(method, window, seed)
         self.as_dict = True
         self.stream = TokenStream(path, field, storage_options=storage_options)
         try:
-            self.block_size = _block_size(block_size, self.stream.tokens,
-                                          f"{self.stream.tokens} tokens in all")
-            self.plan = plan or pack(self.stream.lengths, self.block_size, method, window, seed)
+            self.pad_id = token_id(pad_id, "pad_id", self.stream.dtype)
+            self.block_size = checked_block_size(block_size, self.stream.tokens,
+                                                 f"{self.stream.tokens} tokens in all")
+            self.plan = plan or pack(self.stream.lengths, self.block_size, self.method, self.window,
+                                     self.seed)
         except BaseException:
             self.stream.close()
             raise

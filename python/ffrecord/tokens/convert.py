@@ -6,7 +6,11 @@ documents each, every shard with its token index) that ``TokenBlocks`` and
 ``PackedBlocks`` read. It is written in ``DEST.partial`` and renamed to ``DEST`` when
 complete, so ``DEST`` exists only whole. After a failure (a bad document, a crash, an
 interrupt), the same call again keeps the complete shards of ``DEST.partial`` and goes on
-from the first document not in them.
+from the first document not in them. A shard is kept only while the documents it was made
+from are still the source's: each shard's record in the staging manifest is a digest of its
+documents (text and kept fields), compared with the source's documents at that place when
+resuming, so a source fixed after a bad document resumes, and one changed before it is
+converted again from the first changed shard.
 
 >>> import tempfile, os, json
 >>> folder = tempfile.mkdtemp()
@@ -22,6 +26,8 @@ from the first document not in them.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing
 import os
 import pickle
@@ -35,6 +41,7 @@ from .._paths import PathArg
 from .._progress import ProgressBar
 from ..converters._runner import Staging, refuse_taken
 from ..dataset.writer import shard_name
+from .._integers import at_least
 from . import sources
 from .errors import TokenError, TokenizerError
 from .index import dtype_for_vocab
@@ -72,14 +79,13 @@ def convert_text(source: Any, dest: PathArg, tokenizer: Callable[[str], Any], vo
 
     Returns ``{"documents", "tokens", "shards", "resumed_documents"}``.
     """
-    if shard_docs < 1:
-        raise ValueError(f"shard_docs must be at least 1, got {shard_docs}")
+    shard_docs = at_least(shard_docs, "shard_docs", 1)
     dtype = dtype_for_vocab(vocab_size)
     keep = list(keep)
     if _remote.is_url(os.fsdecode(dest)):
         raise ValueError(f"{dest}: convert_text writes a local directory (upload it afterwards, or "
                          "write to s3:// with TokenWriter)")
-    workers = (os.cpu_count() or 1) if workers is None else workers
+    workers = (os.cpu_count() or 1) if workers is None else at_least(workers, "workers")
     if workers > 0:
         try:
             pickle.dumps(tokenizer)
@@ -92,13 +98,13 @@ def convert_text(source: Any, dest: PathArg, tokenizer: Callable[[str], Any], vo
     state = {"source": sources.describe(source), "text_field": text_field, "keep": keep,
              "shard_docs": shard_docs, "vocab_size": int(vocab_size),
              "tokenizer": f"{getattr(tokenizer, '__module__', '?')}.{getattr(tokenizer, '__qualname__', type(tokenizer).__qualname__)}"}
-    done_shards = _resume(staging, state)
+    done_shards = _resume(staging, state, source, text_field, keep, shard_docs)
     skip = done_shards * shard_docs
     total = sources.count(source)
     documents = tokens = 0
     with ProgressBar(total, progress, desc="convert text", unit="doc") as bar:
         bar.update(skip)
-        shard, writer = done_shards, None
+        shard, writer, digest = done_shards, None, _ShardDigest()
         try:
             for first, (arrays, error), extras in _tokenized(source, text_field, keep, skip, tokenizer,
                                                              dtype, vocab_size, workers):
@@ -106,17 +112,20 @@ def convert_text(source: Any, dest: PathArg, tokenizer: Callable[[str], Any], vo
                     if writer is None:
                         writer = TokenWriter(staging.path / shard_name(shard), vocab_size,
                                              spec=dict.fromkeys(keep, "json"))
-                    writer.append_checked(array, extras[k])
+                    writer.append_checked(array, extras[k][1])
+                    digest.add(extras[k][0])
                     documents += 1
                     tokens += len(array)
                     if len(writer) == shard_docs:
                         writer.close()
-                        writer, shard = None, shard + 1
+                        staging.record(shard_name(shard), digest.hexdigest())
+                        writer, shard, digest = None, shard + 1, _ShardDigest()
                 bar.update(len(arrays))
                 if error is not None:  # the full shards before it stay, for resuming
                     raise error
             if writer is not None:
                 writer.close()
+                staging.record(shard_name(shard), digest.hexdigest())
                 writer, shard = None, shard + 1
         except BaseException:
             if writer is not None:
@@ -129,21 +138,67 @@ def convert_text(source: Any, dest: PathArg, tokenizer: Callable[[str], Any], vo
     return {"documents": skip + documents, "tokens": tokens, "shards": shard, "resumed_documents": skip}
 
 
-def _resume(staging: Staging, state: dict[str, Any]) -> int:
-    """The number of complete shards an earlier run left in ``staging`` (a new conversion
-    is started when there is none); what follows them is removed."""
-    staging.resume(state)
+def _resume(staging: Staging, state: dict[str, Any], source: Any, text_field: str, keep: list[str],
+            shard_docs: int) -> int:
+    """The number of complete shards an earlier run left in ``staging`` that were made from
+    the documents the source holds at their place now (a new conversion is started when
+    there is none); the shards after the first changed one, and what an interrupted run
+    left part-way, are removed."""
+    complete = 0
+    while staging.complete(shard_name(complete)):
+        complete += 1
+    now = _source_digests(source, text_field, keep, shard_docs, complete)
+    unchanged = staging.resume(state, now)
     done = 0
-    while staging.complete(shard_name(done)):
+    while shard_name(done) in unchanged:
         done += 1
     staging.keep_only(map(shard_name, range(done)))
     return done
 
 
+class _ShardDigest:
+    """A digest of a shard's documents, one document's digest after another."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.blake2b(digest_size=16)
+
+    def add(self, document: bytes) -> None:
+        self._hash.update(document)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def _document_digest(text: Any, extras: dict[str, Any]) -> bytes:
+    """What identifies a document: its text and kept fields (as the shard stores them)."""
+    encoded = json.dumps([text, extras], sort_keys=True, default=repr).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(encoded, digest_size=16).digest()
+
+
+def _source_digests(source: Any, text_field: str, keep: list[str], shard_docs: int, shards: int) -> dict[str, str]:
+    """The digests of the first ``shards`` shards' documents as the source holds them now
+    (fewer when it ends sooner): reading them costs far less than tokenizing them again."""
+    digests: dict[str, str] = {}
+    if shards == 0:
+        return digests
+    digest, in_shard = _ShardDigest(), 0
+    for batch in sources.batches(source, text_field, keep, _BATCH_DOCS):
+        for record in batch:
+            digest.add(_document_digest(record.get(text_field), {name: record.get(name) for name in keep}))
+            in_shard += 1
+            if in_shard == shard_docs:
+                digests[shard_name(len(digests))] = digest.hexdigest()
+                if len(digests) == shards:
+                    return digests
+                digest, in_shard = _ShardDigest(), 0
+    return digests
+
+
 def _tokenized(source: Any, text_field: str, keep: list[str], skip: int, tokenizer: Callable,
                dtype: np.dtype, vocab_size: int, workers: int) -> Iterator[tuple[int, list, list]]:
-    """``(first document number, (token arrays, error), kept fields)`` per batch, in order:
-    the arrays of the documents before the batch's first bad one, and its error."""
+    """``(first document number, (token arrays, error), documents)`` per batch, in order:
+    the arrays of the documents before the batch's first bad one, and its error; and per
+    document of the batch, its digest and its kept fields."""
     def jobs() -> Iterator[tuple[int, list[str], list[dict]]]:
         first = skip
         for batch in sources.batches(source, text_field, keep, _BATCH_DOCS, skip):
@@ -153,7 +208,8 @@ def _tokenized(source: Any, text_field: str, keep: list[str], skip: int, tokeniz
                     raise TokenizerError(f"document {first + k} has no field {text_field!r} "
                                          f"(fields: {', '.join(map(str, record))})", index=first + k)
                 texts.append(record[text_field])
-                extras.append({name: record.get(name) for name in keep})
+                kept = {name: record.get(name) for name in keep}
+                extras.append((_document_digest(record[text_field], kept), kept))
             yield first, texts, extras
             first += len(batch)
 
@@ -164,7 +220,7 @@ def _tokenized(source: Any, text_field: str, keep: list[str], skip: int, tokeniz
     context = multiprocessing.get_context("spawn")  # never fork a process running the Go core
     with context.Pool(workers, _init_worker, (tokenizer, dtype, vocab_size)) as pool:
         pending = jobs()
-        extras_of: dict[int, list[dict]] = {}
+        extras_of: dict[int, list[tuple[bytes, dict]]] = {}
 
         def texts_only() -> Iterator[tuple[int, list[str]]]:
             for first, texts, extras in pending:

@@ -21,7 +21,8 @@ class EmptyDocumentError(TokenError):
 
 class TokenRangeError(TokenError):
     """A token id below 0, at or past the vocabulary size, or too large for the dataset's
-    token dtype."""
+    token dtype: in a document (``index`` names it), or given as an argument (a
+    ``separator`` or ``pad_id``, named in the message; ``index`` is ``None``)."""
 
 
 class TokenizerError(TokenError):
@@ -35,5 +36,7 @@ class BlockSizeError(DatasetError):
 
 
 class TokenIndexError(DatasetError):
-    """A token index that disagrees with its dataset, or a token field that cannot be
-    indexed (values that are not 1-D integer arrays of one dtype)."""
+    """A token field that cannot be indexed (not an uncompressed ``array`` field, values
+    that are not 1-D ``uint16``/``uint32`` arrays of one dtype), or token counts that do not
+    describe its documents. A stored index that does not match its field is not an error:
+    it is built again (see ``ffrecord.tokens.binding``)."""

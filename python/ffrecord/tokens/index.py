@@ -3,11 +3,14 @@ the documents concatenated, so that "which document holds token t" is a binary s
 and nothing is read per document when a dataset is opened.
 
 The index of field ``F`` is the file ``F.index`` beside the field files: a base FFRecord
-file of two samples, a JSON description (``{"field", "dtype", "documents", "tokens"}``)
-and the ``documents + 1`` cumulative token counts as little-endian ``int64`` (the first 0,
-the last the total). A ``TokenWriter`` writes it with the dataset; for a dataset written
-otherwise (an ``array`` field of 1-D integer arrays) it is built once, from the samples'
-sizes and headers, and saved beside the fields when the directory is local and writable.
+file of two samples, a JSON header (``{"format", "field", "dtype", "documents", "tokens",
+"source"}``) and the ``documents + 1`` cumulative token counts as little-endian ``int64``
+(the first 0, the last the total). ``source`` is the identity of the field file it was
+built from (see ``ffrecord.tokens.binding``): every open checks it against the field file
+as it is, and an index that does not match, or is damaged, is built again from the field
+and saved in its place (when the directory is local and writable). A ``TokenWriter``
+writes it with the dataset; for a dataset written otherwise (an ``array`` field of 1-D
+integer arrays) it is built once, from the samples' sizes and headers.
 
 >>> import tempfile, os
 >>> from ffrecord.tokens import TokenWriter
@@ -24,22 +27,22 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .. import _remote
 from ..dataset.codecs import array_data_offsets
 from ..dataset.reader import DatasetReader
+from ..errors import FFRecordWarning
 from ..reader import FileReader
 from ..writer import FileWriter
+from .binding import TOKEN_DTYPES, FieldSource, consistency_error, field_source, header_for, stored_index
 from .errors import TokenIndexError
 
 SUFFIX = ".index"
-TOKEN_DTYPES = (np.dtype("<u2"), np.dtype("<u4"))
 
 
 def index_name(field: str) -> str:
@@ -64,11 +67,12 @@ def dtype_for_vocab(vocab_size: int) -> np.dtype:
 class TokenIndex:
     """One dataset's token index: ``starts`` (``int64``, ``documents + 1`` entries) and the
     token ``dtype``; ``data_offsets`` is where each document's tokens start in its stored
-    value (the ``array`` header's size)."""
+    value (the ``array`` header's size); ``source``, the field file it describes."""
 
     field: str
     dtype: np.dtype
     starts: np.ndarray
+    source: FieldSource
 
     @property
     def documents(self) -> int:
@@ -90,79 +94,79 @@ class TokenIndex:
         """The document holding each of ``tokens`` (positions in the concatenation)."""
         return np.searchsorted(self.starts, np.asarray(tokens, np.int64), side="right") - 1
 
-    def write(self, path: Any, durable: bool = True) -> None:
-        """Writes the index file at ``path`` (complete only when this returns; fsynced
-        unless ``durable=False``)."""
-        header = {"field": self.field, "dtype": self.dtype.str, "documents": self.documents,
-                  "tokens": self.tokens}
-        with FileWriter(path, 2, durable=durable) as writer:
+    def write(self, path: Any, durable: bool = True, storage_options: dict[str, Any] | None = None) -> None:
+        """Writes the index file at ``path`` (a local path or a URL): it appears there
+        complete (written aside, then renamed or uploaded), fsynced unless
+        ``durable=False``."""
+        header = header_for(self.field, self.dtype, self.starts, self.source)
+        with FileWriter(path, 2, durable=durable, storage_options=storage_options) as writer:
             writer.write_one(json.dumps(header).encode())
             writer.write_one(np.ascontiguousarray(self.starts, "<i8"))
 
 
+def bound_index(reader: DatasetReader, field: str, starts: np.ndarray, dtype: np.dtype) -> TokenIndex:
+    """The index ``starts`` of ``dtype`` tokens bound to ``reader``'s ``field`` as it is;
+    ``TokenIndexError`` when they do not describe its documents."""
+    source = field_source(token_file(reader, field))
+    reason = consistency_error(dtype, starts, source)
+    if reason is not None:
+        raise TokenIndexError(f"{reader.directory}: field {field!r}: {reason}")
+    return TokenIndex(field, dtype, starts, source)
+
+
 def load_index(dataset: Any, field: str = "tokens", *,
                storage_options: dict[str, Any] | None = None) -> TokenIndex:
-    """The token index of one dataset directory (not a sharded one: see each shard), read
-    from its index file or else built from the field and cached."""
+    """The token index of one dataset directory (not a sharded one: see each shard): the
+    stored one when it belongs to the field file as it is now, else one built from the
+    field (and saved in place of the stored one when the directory is local and
+    writable; a stored index that is dropped is named in an ``FFRecordWarning``)."""
     reader = None if isinstance(dataset, (str, bytes, os.PathLike)) else dataset  # an open one
-    directory = reader.directory if reader else _remote.as_path(dataset, storage_options)
-    path = directory / index_name(field)
-    if _index_exists(path):
-        with FileReader(path, storage_options=storage_options) as file:
-            header_bytes, starts_bytes = file.read([0, 1])
-        header = json.loads(header_bytes.tobytes())
-        index = TokenIndex(header["field"], np.dtype(header["dtype"]),
-                           starts_bytes.view("<i8").astype(np.int64))
-        if header["documents"] != index.documents or index.starts[-1] != header["tokens"]:
-            raise TokenIndexError(f"{path}: the index disagrees with itself")
-        if reader is not None and len(reader) != index.documents:
-            raise TokenIndexError(f"{path}: indexes {index.documents} documents; the dataset holds "
-                                  f"{len(reader)}")
-        return index
-    opened = reader or DatasetReader(directory, storage_options=storage_options)
+    opened = reader or DatasetReader(dataset, storage_options=storage_options)
     try:
-        index = build_index(opened, field)
+        source = field_source(token_file(opened, field))
+        path = opened.directory / index_name(field)
+        stored, reason = stored_index(path, field, source, opened.storage_options)
+        if stored is not None:
+            return TokenIndex(field, *stored, source)
+        index = _build(opened, field, source)
     finally:
         if reader is None:
             opened.close()
-    if isinstance(directory, Path) and os.access(directory, os.W_OK):
-        _save(index, path)
+    if reason is not None:
+        warnings.warn(f"{path}: not used ({reason}); built again from the field", FFRecordWarning,
+                      stacklevel=2)
+    if isinstance(path, Path) and os.access(path.parent, os.W_OK):
+        try:
+            index.write(path)
+        except (OSError, ValueError):  # e.g. a directory in its place: used, not kept
+            pass
     return index
 
 
-def _index_exists(path: Any) -> bool:
-    if isinstance(path, Path):
-        return path.is_file()
-    parent, _, name = str(path).rpartition("/")
-    return name in _remote.list_dir(parent + "/", path.storage_options)
-
-
-def _save(index: TokenIndex, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    os.close(fd)
-    try:
-        index.write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def token_file(reader: DatasetReader, field: str) -> FileReader:
+    """The file of ``reader``'s token field; ``TokenIndexError`` when the field is not an
+    uncompressed ``array`` field."""
+    spec = reader.fields.get(field)
+    if spec is None or spec.type != "array" or spec.sequence or spec.compression:
+        raise TokenIndexError(f"{reader.directory}: field {field!r}: tokens are an uncompressed "
+                              f"'array' field, not {spec.spec if spec else 'missing'}")
+    return reader.field_reader(field)
 
 
 def build_index(reader: DatasetReader, field: str = "tokens") -> TokenIndex:
     """The index of ``field`` of ``reader``'s dataset, from each document's stored size and
     the first 16 bytes of its value (one batched call for all documents): the field must be
     an uncompressed ``array`` field of 1-D ``uint16`` or ``uint32`` arrays."""
-    spec = reader.fields.get(field)
-    where = f"{reader.directory}: field {field!r}"
-    if spec is None or spec.type != "array" or spec.sequence or spec.compression:
-        raise TokenIndexError(f"{where}: tokens are an uncompressed 'array' field, not "
-                              f"{spec.spec if spec else 'missing'}")
+    return _build(reader, field, field_source(token_file(reader, field)))
+
+
+def _build(reader: DatasetReader, field: str, source: FieldSource) -> TokenIndex:
     file = reader.field_reader(field)
-    n = len(reader)
+    where = f"{reader.directory}: field {field!r}"
+    sizes = source.sizes.astype(np.int64)
+    n = len(sizes)
     if n == 0:
-        return TokenIndex(field, TOKEN_DTYPES[0], np.zeros(1, np.int64))
-    sizes = file.sizes(np.arange(n, dtype=np.uint64)).astype(np.int64)
+        return TokenIndex(field, TOKEN_DTYPES[0], np.zeros(1, np.int64), source)
     head = 16
     triples = np.zeros((n, 3), np.uint64)
     triples[:, 0], triples[:, 2] = np.arange(n), head
@@ -188,4 +192,4 @@ def build_index(reader: DatasetReader, field: str = "tokens") -> TokenIndex:
         raise TokenIndexError(f"{where}: document {int(np.argmax(bad))} is not a 1-D array of {dtype}")
     starts = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=starts[1:])
-    return TokenIndex(field, dtype, starts)
+    return TokenIndex(field, dtype, starts, source)

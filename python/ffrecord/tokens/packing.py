@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from .._integers import at_least
 
 METHODS = ("best_fit", "first_fit")
 
@@ -54,14 +57,29 @@ class PackPlan:
         return self.doc[run], self.begin[run], self.count[run]
 
 
-def pack(lengths: np.ndarray, capacity: int, method: str = "best_fit", window: int | None = None,
-         seed: int = 0) -> PackPlan:
-    """Plans blocks of ``capacity`` tokens holding the documents of ``lengths``."""
+def checked_packing(method: Any, window: Any, seed: Any) -> tuple[str, int | None, int]:
+    """``(method, window, seed)`` checked: a method of ``METHODS``, ``None`` or an integer
+    window ``>= 1``, an integer seed ``>= 0`` (errors name the argument)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
-    if window is not None and window < 1:
-        raise ValueError(f"window must be None or at least 1, got {window}")
-    lengths = np.asarray(lengths, np.int64)
+    window = None if window is None else at_least(window, "window", 1)
+    return method, window, at_least(seed, "seed")
+
+
+def pack(lengths: np.ndarray, capacity: int, method: str = "best_fit", window: int | None = None,
+         seed: int = 0) -> PackPlan:
+    """Plans blocks of ``capacity`` tokens holding the documents of ``lengths`` (integers
+    ``>= 0``)."""
+    method, window, seed = checked_packing(method, window, seed)
+    capacity = at_least(capacity, "capacity", 1)
+    lengths = np.asarray(lengths)
+    if lengths.ndim != 1 or (lengths.size and lengths.dtype.kind not in "iu"):
+        raise ValueError(f"lengths must be a 1-D sequence of integers, not {lengths.dtype} of shape "
+                         f"{lengths.shape}")
+    if lengths.size and (lengths.min() < 0 or int(lengths.max()) > np.iinfo(np.int64).max):
+        bad = int(np.argmin(lengths)) if lengths.min() < 0 else int(np.argmax(lengths))
+        raise ValueError(f"lengths must be from 0 to 2**63 - 1: document {bad} has {lengths[bad]}")
+    lengths = lengths.astype(np.int64)
     order = np.random.default_rng(seed).permutation(len(lengths)) if window else np.arange(len(lengths))
     bins = _BestFit(capacity) if method == "best_fit" else _FirstFit(capacity)
     full_doc: list[np.ndarray] = []

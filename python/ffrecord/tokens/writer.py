@@ -2,9 +2,11 @@
 
 A document is a 1-D sequence of token ids, stored as an ``array`` value (``uint16`` or
 ``uint32``, chosen by the vocabulary size) in the field ``tokens``; other fields (source,
-language, ...) may ride along. ``close()`` writes the cumulative token index
-(``tokens.index``) before the dataset's ``spec.json``, so a dataset is complete with its
-index or not at all.
+language, ...) may ride along. ``write_many`` appends many documents by one write per
+field. ``close()`` completes the dataset, then writes the
+cumulative token index (``tokens.index``) bound to the token field's file as written (see
+``ffrecord.tokens.binding``): a reader that finds no index, or one of another field file,
+builds it again.
 
 >>> import tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "docs")
@@ -25,10 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from ..dataset.reader import DatasetReader
+from ..dataset import bulk, codecs
+from ..dataset.errors import DatapointError
 from ..dataset.writer import DatasetWriter
 from ..writer import ClosesOrAborts
 from .errors import EmptyDocumentError, TokenizerError, TokenRangeError
-from .index import TokenIndex, dtype_for_vocab, index_name
+from .index import bound_index, dtype_for_vocab, index_name
 
 
 def as_tokens(value: Any, dtype: np.dtype, vocab_size: int, index: int) -> np.ndarray:
@@ -55,6 +60,63 @@ def as_tokens(value: Any, dtype: np.dtype, vocab_size: int, index: int) -> np.nd
     return array.astype(dtype, copy=False)
 
 
+def _documents(docs: Any, tokens: Any, lengths: Any, first: int) -> tuple[np.ndarray, np.ndarray]:
+    """The token ids of a ``write_many`` call back to back, and each document's count."""
+    if docs is not None:
+        if tokens is not None or lengths is not None:
+            raise ValueError("give documents, or tokens with lengths, not both")
+        arrays = []
+        for k, doc in enumerate(docs):
+            array = doc if isinstance(doc, np.ndarray) else np.asarray(doc)
+            if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+                as_tokens(doc, np.dtype(np.int64), 1 << 63, first + k)  # raises, naming the document
+            arrays.append(array)
+        counts = np.fromiter(map(len, arrays), np.int64, len(arrays))
+        return (np.concatenate(arrays) if arrays else np.empty(0, np.int64)), counts
+    if tokens is None or lengths is None:
+        raise ValueError("write_many takes documents, or tokens with lengths")
+    flat, counts = np.asarray(tokens), np.asarray(lengths)
+    if (flat.ndim != 1 or counts.ndim != 1 or (counts.size and counts.dtype.kind not in "iu")
+            or (flat.size and flat.dtype.kind not in "iu")):
+        raise TokenizerError(f"tokens and lengths must be 1-D arrays of integers, got {flat.dtype} "
+                             f"{flat.shape} and {counts.dtype} {counts.shape}", index=first)
+    if counts.size and (counts.min() < 0 or int(counts.sum()) != len(flat)):
+        raise TokenizerError(f"lengths add up to {int(counts.sum())} (each >= 0); there are {len(flat)} tokens",
+                             index=first)
+    return flat, counts.astype(np.int64)
+
+
+_CHECK_CHUNK = 1 << 18  # tokens checked and cast per step: the step's reads stay in cache
+
+
+def _encoded_documents(flat: np.ndarray, counts: np.ndarray, dtype: np.dtype, vocab_size: int,
+                       first: int) -> bulk.Encoded:
+    """The documents as the token field's stored values (``array`` values of ``dtype``)
+    back to back in one buffer, checked first as ``as_tokens`` checks each (the error of
+    the first document at fault)."""
+    empty = np.flatnonzero(counts == 0)
+    if len(empty):
+        as_tokens([], dtype, vocab_size, first + int(empty[0]))  # raises EmptyDocumentError
+    narrow = np.empty(len(flat), dtype)
+    for at in range(0, len(flat), _CHECK_CHUNK):
+        chunk = flat[at:at + _CHECK_CHUNK]
+        if chunk.min() < 0 or chunk.max() >= vocab_size:
+            position = at + int(np.argmax((chunk < 0) | (chunk >= vocab_size)))
+            doc = int(np.searchsorted(np.cumsum(counts), position, side="right"))
+            start = int(counts[:doc].sum())
+            as_tokens(flat[start:start + counts[doc]], dtype, vocab_size, first + doc)  # raises
+        narrow[at:at + len(chunk)] = chunk
+    raw = narrow.view(np.uint8)
+    ends = np.cumsum(counts * dtype.itemsize).tolist()
+    parts = []
+    for count, end in zip(counts.tolist(), ends):
+        parts += (codecs.array_header(dtype, (count,)), raw[end - count * dtype.itemsize:end])
+    sizes = np.fromiter(map(len, parts), np.int64, len(parts)).reshape(-1, 2).sum(axis=1)
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return bulk.Encoded(None, np.frombuffer(b"".join(parts), np.uint8), offsets)
+
+
 class TokenWriter(ClosesOrAborts):
     """Writes tokenized documents to ``directory`` (a local directory or an ``s3://``
     prefix, as ``DatasetWriter``): ``append(tokens, **fields)`` per document.
@@ -78,6 +140,7 @@ class TokenWriter(ClosesOrAborts):
             raise ValueError(f"spec names the token field {field!r} itself")
         self._lengths: list[int] = []
         self._durable = bool(durable)
+        self._storage_options = storage_options
         self._writer = DatasetWriter(directory, full_spec, length=length,
                                      storage_options=storage_options, durable=durable)
 
@@ -100,24 +163,54 @@ class TokenWriter(ClosesOrAborts):
         self.append_checked(array, fields)
         return index
 
+    def write_many(self, docs: Any = None, *, tokens: Any = None, lengths: Any = None,
+                   **fields: Any) -> range:
+        """Appends many documents by one write per field: ``docs`` (a list of token
+        sequences), or ``tokens`` (all their ids back to back) with ``lengths`` (each
+        document's count); ``fields`` gives each other field's values, one per document
+        (see ``DatasetWriter.append_batch``). Returns the documents' indices. Every
+        document is checked first (as ``append`` checks one): a bad one raises its
+        ``TokenError`` naming it, and nothing is written.
+
+        >>> writer.write_many([[1, 2], [3]], source=["a", "b"])               # doctest: +SKIP
+        range(0, 2)
+        >>> writer.write_many(tokens=np.arange(6), lengths=[4, 2], source=["c", "d"])  # doctest: +SKIP
+        range(2, 4)
+        """
+        first = len(self._writer)
+        flat, counts = _documents(docs, tokens, lengths, first)
+        encoded = {self.field: _encoded_documents(flat, counts, self.dtype, self.vocab_size, first)}
+        rest = {name: field for name, field in self._writer._fields.items() if name != self.field}
+        if rest:
+            given, n = bulk.batch_columns(fields, rest)
+            if n != len(counts):
+                raise DatapointError(f"{len(counts)} documents, but the other fields have {n} values each")
+            encoded.update(bulk.encode(rest, self._writer._encoders, given, n, first))
+        elif fields:
+            raise DatapointError(f"field {next(iter(fields))!r} is not in the spec", field=next(iter(fields)))
+        written = self._writer._append_encoded(encoded, len(counts))
+        self._lengths.extend(counts.tolist())
+        return written
+
     def append_checked(self, array: np.ndarray, fields: Mapping[str, Any]) -> None:
         """Appends a document already checked by ``as_tokens`` for this writer's dtype."""
         self._writer.append({self.field: array, **fields})
         self._lengths.append(len(array))
 
     def close(self) -> None:
-        """Writes the token index, then completes the dataset (see ``DatasetWriter.close``)."""
+        """Completes the dataset (see ``DatasetWriter.close``), then writes its token index.
+        Should writing the index fail, the dataset stays complete and its readers build the
+        index; the error is raised."""
         if self._writer.closed:
             return
-        try:
-            starts = np.zeros(len(self._lengths) + 1, np.int64)
-            np.cumsum(self._lengths, out=starts[1:])
-            TokenIndex(self.field, self.dtype, starts).write(self._writer.attach(index_name(self.field)),
-                                                             self._durable)
-        except BaseException:
-            self._writer.abort()
-            raise
         self._writer.close()
+        starts = np.zeros(len(self._lengths) + 1, np.int64)
+        np.cumsum(self._lengths, out=starts[1:])
+        with DatasetReader(self._writer.url or self._writer.directory,
+                           storage_options=self._storage_options) as reader:
+            index = bound_index(reader, self.field, starts, self.dtype)
+            index.write(str(reader.directory / index_name(self.field)), self._durable,
+                        self._storage_options)
 
     def abort(self) -> None:
         """Discards everything written."""

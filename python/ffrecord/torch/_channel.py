@@ -37,6 +37,8 @@ import time
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+from ffrecord import _timing
+
 # Room kept free in the pipe beyond a message: the kernel counts a pipe's capacity in pages,
 # and the unread bytes may straddle one more page than they fill.
 _SLACK = 8 << 10
@@ -77,6 +79,13 @@ class DirectQueue(multiprocessing.queues.SimpleQueue):
         self._pickler: tuple[io.BytesIO, ForkingPickler, int] | None = None
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        message = self._get(block, timeout)
+        clock = _timing.worker_clock()
+        if clock is not None:  # a loader worker took its next task: its fetch begins
+            clock.begin()
+        return message
+
+    def _get(self, block: bool, timeout: float | None) -> Any:
         if block and timeout is None:
             return super().get()
         deadline = time.monotonic() + (timeout or 0.0)
@@ -91,6 +100,16 @@ class DirectQueue(multiprocessing.queues.SimpleQueue):
         return ForkingPickler.loads(message)
 
     def put(self, obj: Any, block: bool = True, timeout: float | None = None) -> None:
+        clock = _timing.worker_clock()
+        if clock is None:
+            self._put(obj)
+            return
+        start = _timing.now()  # a loader worker sends a batch: part of its hand-over
+        self._put(obj)
+        clock.transfer += _timing.now() - start
+        clock.flush()
+
+    def _put(self, obj: Any) -> None:
         message = self._dumps(obj)
         with self._order:
             # The write lock only if free: a sibling's backlog thread may hold it, blocked on

@@ -38,8 +38,11 @@ from torch._utils import ExceptionWrapper
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils.pin_memory import pin_memory as _torch_pin_memory
 
+from ffrecord import _timing
+
 __all__ = ["BytesColumn", "Packed", "Receiving", "TaskGroup", "WorkerCollate", "WorkerStart",
-           "columns_welcome", "each_batch", "forget_exited_workers", "receive", "scratch", "slot_bytes"]
+           "columns_as_views", "columns_welcome", "datapoints", "each_batch", "forget_exited_workers",
+           "read_columns_in_this_thread", "receive", "received", "scratch", "slot_bytes"]
 
 # Linux: memfd_create, and /proc/<pid>/fd to map a worker's arena; elsewhere torch's pipe.
 SUPPORTED = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
@@ -87,8 +90,25 @@ class BytesColumn:
     def __len__(self) -> int:
         return self.count
 
+    def views(self) -> list[memoryview]:
+        """The values as read-only ``memoryview`` objects of the buffer (what a loader
+        thread hands on: no copy)."""
+        bounds = (self.count, self.size) if self.offsets is None else np.asarray(self.offsets, np.int64).tolist()
+        return _column_views(memoryview(self.buffer).cast("B").toreadonly(), bounds)
+
     def __repr__(self) -> str:
         return f"<BytesColumn: {len(self)} values, {self.buffer.nbytes} bytes>"
+
+
+def _column_views(view: memoryview, bounds: tuple[int, int] | list[int]) -> list[memoryview]:
+    """The values of a column lying in ``view``: ``(count, size)`` of values of one size,
+    or the list of their ``count + 1`` offsets."""
+    if type(bounds) is tuple:
+        count, size = bounds
+        if not size:
+            return [view[0:0] for _ in range(count)]
+        return [view[a:a + size] for a in range(0, count * size, size)]
+    return [view[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 class TaskGroup(list):
@@ -125,6 +145,31 @@ def _wrapped_failure(fn: Callable[[Any], Any], arg: Any) -> Any:
     except Exception:
         info = get_worker_info()
         return ExceptionWrapper(where=f"in DataLoader worker process {info.id if info else 0}")
+
+
+def datapoints(data: Any) -> int:
+    """Datapoints in what a dataset's fetch returned: a list of them, a batch collated
+    already (a dict of columns, an array), or a worker's task of batches.
+
+    >>> datapoints([1, 2, 3]), datapoints({"a": [1, 2]}), datapoints(np.zeros((4, 2)))
+    (3, 2, 4)
+    """
+    kind = type(data)
+    if kind is list or kind is tuple:
+        return len(data)
+    if kind is TaskGroup:
+        return sum(map(datapoints, data))
+    if kind is ExceptionWrapper:
+        return 0
+    if isinstance(data, dict):
+        return datapoints(next(iter(data.values()))) if data else 0
+    shape = getattr(data, "shape", None)
+    if shape:
+        return int(shape[0])
+    try:
+        return len(data)
+    except TypeError:
+        return 1
 
 
 class _Leaf:
@@ -173,7 +218,7 @@ def _pinned(data: Any) -> Any:
     """torch's ``pin_memory`` of a batch, bytes-like views left as they are (torch takes a
     ``memoryview`` for a sequence and would make a list of ints of it)."""
     kind = type(data)
-    if kind is memoryview:
+    if kind is memoryview or (kind is torch.Tensor and data.device.type != "cpu"):  # e.g. decoded on the GPU
         return data
     if kind is list:
         return [_pinned(x) for x in data]
@@ -193,17 +238,34 @@ def receive(batch: Any) -> Any:
     return batch.unpack() if type(batch) is Packed else batch
 
 
-class Receiving:
-    """An iterator of torch's loader whose ``Packed`` batches are unpacked."""
+def received(batch: Any, clock: _timing.Clock | None) -> Any:
+    """``receive(batch)``, the unpacking of a ``Packed`` batch added to ``clock``'s
+    transfer (the training loop's, when the loader times it)."""
+    if clock is None or type(batch) is not Packed:
+        return receive(batch)
+    start = _timing.now()
+    unpacked = receive(batch)
+    clock.transfer += _timing.now() - start
+    return unpacked
 
-    def __init__(self, inner: Any) -> None:
+
+class Receiving:
+    """An iterator of torch's loader whose ``Packed`` batches are unpacked (``stats``: the
+    loader's ``_stats.LoaderStats`` timing the loop's wait, or None)."""
+
+    def __init__(self, inner: Any, stats: Any = None) -> None:
         self._inner = inner
+        self._stats = stats
 
     def __iter__(self) -> Receiving:
         return self
 
     def __next__(self) -> Any:
-        return receive(next(self._inner))
+        stats = self._stats
+        return self._next() if stats is None else stats.timed_next(self._next)
+
+    def _next(self) -> Any:
+        return received(next(self._inner), self._stats and self._stats.loop)
 
     def __len__(self) -> int:
         return len(self._inner)
@@ -425,21 +487,48 @@ def scratch(nbytes: int) -> torch.Tensor | None:
 
 def slot_bytes(nbytes: int) -> np.ndarray:
     """``nbytes`` of the slot the batch being fetched will travel in, as a ``uint8`` array
-    (a fresh array when it does not fit): what a dataset whose ``columns_welcome`` reads into.
+    (a fresh array when it does not fit; in a loader thread, memory of its own that is
+    recycled once no batch refers to it): what a dataset whose ``columns_welcome`` reads into.
     """
+    pool = getattr(_THREAD, "pool", None)
+    if pool is not None:
+        return pool.take(nbytes)
     place = _sender().place(nbytes) if _ACTIVE and get_worker_info() is not None else None
     return np.empty(nbytes, np.uint8) if place is None else place[0].array[place[1]:place[1] + nbytes]
 
 
 def columns_welcome(dataset: Any) -> bool:
-    """True in a worker whose batches go through shared memory, collated by the loader's
-    default collate, when ``dataset`` is the loader's: its ``__getitems__`` may then hand
-    the collate ``ffrecord.torch.collate.Collated`` batches read into the slot
-    (``slot_bytes``), with ``BytesColumn`` values (set by ``WorkerStart``)."""
+    """True in a worker whose batches go through shared memory, or in a loader thread,
+    collated by the loader's default collate, when ``dataset`` is the loader's: its
+    ``__getitems__`` may then hand the collate ``ffrecord.torch.collate.Collated`` batches
+    read into the slot (``slot_bytes``), with ``BytesColumn`` values (set by ``WorkerStart``
+    or ``read_columns_in_this_thread``)."""
+    if getattr(_THREAD, "dataset", None) is dataset:
+        return True
     if not _COLUMNS:
         return False
     info = get_worker_info()
     return info is not None and info.dataset is dataset
+
+
+_THREAD = threading.local()  # in a loader thread: the dataset it reads in columns, and its buffers
+
+
+def read_columns_in_this_thread(dataset: Any) -> None:
+    """This thread fetches batches of ``dataset`` for a loader whose collate takes
+    ``Collated`` batches: see ``columns_welcome``; its ``BytesColumn`` values become lists
+    of views in ``columns_as_views``."""
+    from ffrecord._buffers import BufferPool
+
+    _THREAD.dataset, _THREAD.pool = dataset, BufferPool()
+
+
+def columns_as_views(batch: Any) -> Any:
+    """A batch collated by a loader thread, its ``BytesColumn`` fields as lists of read-only
+    ``memoryview`` values (what a worker process's batch arrives with)."""
+    if type(batch) is not dict:
+        return batch
+    return {name: value.views() if type(value) is BytesColumn else value for name, value in batch.items()}
 
 
 _ACTIVE = False  # set in a worker by its first WorkerCollate call
@@ -448,22 +537,34 @@ PACKING = False  # set in a worker by WorkerStart: ffrecord's loader packs its b
 
 
 class WorkerCollate:
-    """The loader's ``collate_fn``, then, in a worker, the batch packed into a slot."""
+    """The loader's ``collate_fn``, then, in a worker, the batch packed into a slot; the
+    stages marked on the worker's clock, when it times them (``batched``: the loader
+    batches, else a fetch is one datapoint)."""
 
-    def __init__(self, collate_fn: Callable[[Any], Any], exact_types: bool = False) -> None:
+    def __init__(self, collate_fn: Callable[[Any], Any], exact_types: bool = False, batched: bool = True) -> None:
         self.collate_fn = collate_fn
         self.exact_types = exact_types
+        self.batched = batched
 
     def __call__(self, batch: Any) -> Any:
         global _ACTIVE
         if get_worker_info() is None:
             return self.collate_fn(batch)
         _ACTIVE = True
+        clock = _timing.worker_clock()
+        if clock is not None:
+            clock.fetched(datapoints(batch) if self.batched else 1)
         if type(batch) is TaskGroup:  # each batch collated, all packed in one slot
             collated = TaskGroup(b if type(b) is ExceptionWrapper else _wrapped_failure(self.collate_fn, b)
                                  for b in batch)
+        else:
+            collated = self.collate_fn(batch)
+        if clock is None:
             return _sender().pack(collated, self.exact_types)
-        return _sender().pack(self.collate_fn(batch), self.exact_types)
+        clock.collated()
+        packed = _sender().pack(collated, self.exact_types)
+        clock.handed_over(len(batch) if type(batch) is TaskGroup else 1)
+        return packed
 
     def __repr__(self) -> str:
         return f"WorkerCollate({self.collate_fn!r})"
@@ -583,15 +684,9 @@ def _rebuild(skeleton: Any, slot: Any, raw: memoryview) -> Any:
         if leaf.kind == "bytes":
             view = raw[leaf.offset:leaf.offset + leaf.nbytes]
             return view if leaf.dtype is None else leaf.dtype(view)  # bytes or bytearray: a copy
-        if leaf.kind == "column":
-            view = raw[leaf.offset:leaf.offset + leaf.nbytes]
-            if type(leaf.dtype) is tuple:  # values of one size
-                count, size = leaf.dtype
-                if not size:
-                    return [view[0:0] for _ in range(count)]
-                return [view[a:a + size] for a in range(0, count * size, size)]
-            bounds = np.frombuffer(leaf.dtype, np.int64).tolist()
-            return [view[a:b] for a, b in zip(bounds, bounds[1:])]
+        if leaf.kind == "column":  # (count, size) of values of one size, else their offsets
+            bounds = leaf.dtype if type(leaf.dtype) is tuple else np.frombuffer(leaf.dtype, np.int64).tolist()
+            return _column_views(raw[leaf.offset:leaf.offset + leaf.nbytes], bounds)
         if leaf.kind == "tensor":
             flat = torch.frombuffer(slot, dtype=leaf.dtype, count=leaf.nbytes // _itemsize(leaf.dtype),
                                     offset=leaf.offset)

@@ -62,27 +62,28 @@ class _BatchBuffer:
 
 
 def read_batch(reader: FileReader, indices: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Reads ``indices`` into one buffer (shared memory in a DataLoader worker) and makes it
+    """Reads ``indices`` into one buffer (shared memory in a DataLoader worker, page-locked
+    memory in a loader thread that pins its batches) and makes it
     the batch that ``default_collate`` may use as is; returns ``(buffer, offsets)``."""
     _local.batch = None  # a batch no collate consumed must not keep its buffer alive
-    if get_worker_info() is None:
+    if _plain_memory():
         buffer, offsets = reader.read_batch(indices)
         _local.batch = _BatchBuffer(buffer, None)
         return buffer, offsets
     made = []
 
-    def shared(nbytes: int) -> np.ndarray:
-        made.append(_shared_bytes(nbytes))
+    def allocate(nbytes: int) -> np.ndarray:
+        made.append(_batch_bytes(nbytes))
         return made[-1].numpy()
 
-    buffer, offsets = reader.read_batch(indices, out=shared)
+    buffer, offsets = reader.read_batch(indices, out=allocate)
     _local.batch = _BatchBuffer(buffer, made[-1])
     return buffer, offsets
 
 
 def batch_buffer(nbytes: int) -> np.ndarray:
     """A ``uint8`` buffer of ``nbytes`` for the batch being fetched (shared memory in a
-    DataLoader worker): an array inside it that a dataset returns for the whole batch
+    DataLoader worker, page-locked in a loader thread that pins its batches): an array inside it that a dataset returns for the whole batch
     becomes the batch tensor without a copy (as the arrays of ``Dataset.process_batch`` do).
 
     >>> buf = batch_buffer(16).view(np.int64)
@@ -91,14 +92,14 @@ def batch_buffer(nbytes: int) -> np.ndarray:
     [[4, 5]]
     """
     _local.batch = None
-    if get_worker_info() is None:
+    if _plain_memory():
         pool = getattr(_local, "pool", None)
         if pool is None:  # recycled once no batch refers to it: no page faults on fresh memory
             pool = _local.pool = BufferPool()
         array = pool.take(nbytes)
         _local.batch = _BatchBuffer(array, None)
         return array
-    tensor = _shared_bytes(nbytes)
+    tensor = _batch_bytes(nbytes)
     _local.batch = _BatchBuffer(tensor.numpy(), tensor)
     return _local.batch.array
 
@@ -197,11 +198,33 @@ def _collate_array(array: np.ndarray, current: _BatchBuffer | None) -> torch.Ten
 
 
 def _new_batch_tensor(shape: tuple, dtype: np.dtype) -> torch.Tensor:
-    """An empty tensor for a batch: in shared memory in a worker, as torch's collate makes it."""
-    if get_worker_info() is None:
+    """An empty tensor for a batch: in shared memory in a worker, as torch's collate makes
+    it; page-locked in a loader thread that pins its batches."""
+    if _plain_memory():
         return torch.empty(shape, dtype=_DTYPES[dtype])
     nbytes = int(np.prod(shape)) * dtype.itemsize
-    return _shared_bytes(nbytes).view(_DTYPES[dtype]).view(shape)
+    return _batch_bytes(nbytes).view(_DTYPES[dtype]).view(shape)
+
+
+def pin_batches_in_this_thread() -> None:
+    """Batch memory made in this thread from now on is page-locked (a loader thread of a
+    loader with ``pin_memory=True``): the batch then needs no pinned copy."""
+    _local.pinned = True
+
+
+def _plain_memory() -> bool:
+    """True when a batch is made in ordinary memory: in process, outside a pinning thread."""
+    return get_worker_info() is None and not getattr(_local, "pinned", False)
+
+
+def _batch_bytes(nbytes: int) -> torch.Tensor:
+    """A 1-D uint8 tensor of ``nbytes`` for the batch being fetched, where it is not made in
+    ordinary memory: shared memory in a worker, page-locked memory in a pinning thread
+    (torch's caching host allocator: a block is reused once its tensor is gone and no
+    asynchronous copy from it is pending)."""
+    if get_worker_info() is None:
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    return _shared_bytes(nbytes)
 
 
 def _shared_bytes(nbytes: int) -> torch.Tensor:

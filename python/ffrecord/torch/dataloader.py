@@ -19,12 +19,14 @@ import torch.distributed as dist
 import torch.utils.data
 from torch._utils import ExceptionWrapper
 
-from . import _transport
+from ffrecord._timing import now
+
+from . import _threads, _transport
 from .collate import default_collate
-from .dataset import Dataset
+from .dataset import Dataset, readers_of
 from ffrecord.order import FullShuffle, Order, RankShare
 
-from . import _resume
+from . import _resume, _stats
 from ._state import dataset_fingerprint, encode_generator_state, member_files
 from .sampler import EpochBatchSampler, SkipableSampler, SkippingBatchSampler, WorkerTasks
 from .structured import StructuredDataset
@@ -59,32 +61,56 @@ class _EpochRun:
 
 class _TrackedIterator:
     """torch's iterator for one epoch, counting the batches it hands out, one at a time
-    when a worker delivered several as one task (``_transport.TaskGroup``)."""
+    when a worker delivered several as one task (``_transport.TaskGroup``).
 
-    def __init__(self, inner: Any, run: _EpochRun) -> None:
+    A batch that failed (its dataset read or collate raised) counts as handed out: torch
+    goes on with the next one, so a loop that catches the error and carries on has spent
+    it, and a state taken afterwards resumes after it."""
+
+    def __init__(self, inner: Any, run: _EpochRun, tasks: WorkerTasks, stats: _stats.LoaderStats) -> None:
         self._inner = inner
         self._run = run
+        self._tasks = tasks
+        self._stats = stats if stats.timing else None  # the loop's wait is timed
         self._grouped: collections.deque[Any] = collections.deque()  # a task's batches still to hand out
 
     def __iter__(self) -> _TrackedIterator:
         return self
 
     def __next__(self) -> Any:
+        stats = self._stats
+        return self._next_batch() if stats is None else stats.timed_next(self._next_batch)
+
+    def _next_batch(self) -> Any:
         if self._grouped:
             batch = self._grouped.popleft()
         else:
             try:
-                batch = _transport.receive(self._next_inner())
+                batch = _transport.received(self._next_inner(), self._stats and self._stats.loop)
             except StopIteration:
                 self._run.finished = True
+                raise
+            except Exception:
+                self._count_failed_task()
                 raise
             if type(batch) is _transport.TaskGroup:
                 self._grouped.extend(batch)
                 batch = self._grouped.popleft()
-        if type(batch) is ExceptionWrapper:  # this batch failed in its worker
-            batch.reraise()
         self._run.yielded += 1
+        if type(batch) is ExceptionWrapper:  # this batch of a task failed in its worker
+            batch.reraise()
         return batch
+
+    def _count_failed_task(self) -> None:
+        """After torch's iterator raised: the batches of the task it was receiving count as
+        handed out when that task failed (torch goes on with the next), not when the task
+        never came (a worker that died, a timeout: the iterator is broken, and a state
+        taken now must deliver that task's batches again)."""
+        received = getattr(self._inner, "_rcvd_idx", None)  # tasks a worker pool has received
+        if received is None:  # no workers: the batch drawn was read here, and failed
+            self._run.yielded += 1
+        else:
+            self._run.yielded = max(self._run.yielded, self._tasks.batches_in(received))
 
     def _next_inner(self) -> Any:
         """torch's ``__next__`` for a map-style dataset, without its profiler scope when no
@@ -161,10 +187,22 @@ class DataLoader(torch.utils.data.DataLoader):
     Workers start with ``fork`` unless ``multiprocessing_context`` is given or the process
     has fixed its start method; ``forkserver`` and ``spawn`` work too.
 
+    ``workers``: what the ``num_workers`` workers are. ``"processes"`` (the default):
+    torch's worker processes. ``"threads"``: threads of this process, which fetch, collate
+    and pin batches side by side (ffrecord's reads and decodes run without the GIL), with no
+    start-up, pickling or transport (see ``_threads``; a map-style dataset only).
+    ``"auto"``: threads for ffrecord's own datasets, processes otherwise.
+
     ``shared_memory`` (default True): worker batches travel in shared memory, not through
     torch's pipe (see ``_transport``): tensors and arrays arrive as views of it, and
     ``bytes``-like values as read-only ``memoryview`` objects. False keeps torch's pipe
     (always used where there is no ``memfd_create``: outside Linux).
+
+    ``name``: the loader's name in its metrics (``ffrecord.metrics``; 1 to 100 letters,
+    digits or ``_.:/+-``; ``loader-N`` by default). ``timing`` (default True): the loader
+    times where its batches spend their time (``stats()``: read, transform, collate,
+    transfer, and the training loop's wait), a few clock reads per batch; see
+    docs/profiling.md.
 
     Each batch is one ``dataset[indices]`` call (via ``__getitems__``), then ``collate_fn``.
     Without a ``collate_fn``, batches are collated by ``ffrecord.torch.collate.default_collate``:
@@ -200,15 +238,22 @@ class DataLoader(torch.utils.data.DataLoader):
         world_size: int | None = None,
         order: Order | None = None,
         shared_memory: bool = True,
+        workers: str = "processes",
+        name: str | None = None,
+        timing: bool = True,
         **torch_kwargs: Any,
     ) -> None:
-        if num_workers > 0 and multiprocessing_context is None:
+        self.workers = workers
+        self.name = _stats.loader_name(name)
+        processes = num_workers > 0 and _threads.resolve_workers(workers, dataset) == "processes"
+        self._on_threads = num_workers > 0 and not processes
+        if processes and multiprocessing_context is None:
             multiprocessing_context = _default_start_method()
         users_collate = collate_fn is not None
         if collate_fn is None and (batch_size is not None or batch_sampler is not None):
             collate_fn = default_collate  # torch's default for batches (auto-collation)
-        if (num_workers > 0 and shared_memory and _transport.SUPPORTED
-                and not isinstance(collate_fn, _transport.WorkerCollate)):
+        transported = processes and shared_memory and _transport.SUPPORTED
+        if transported and not isinstance(collate_fn, _transport.WorkerCollate):
             # A user's collate_fn gets back the types it made (bytes stay bytes: one copy
             # out of the slot); the default's bytes-like values arrive as views of it.
             # A worker whose batches the default collate takes lets a structured dataset
@@ -219,7 +264,11 @@ class DataLoader(torch.utils.data.DataLoader):
 
             multiprocessing_context = direct_queues(multiprocessing_context)
             collate_fn = _transport.WorkerCollate(collate_fn or torch.utils.data.default_convert,
-                                                  exact_types=users_collate)
+                                                  exact_types=users_collate,
+                                                  batched=batch_size is not None or batch_sampler is not None)
+        self._stats = _stats.LoaderStats(num_workers, processes, timing)
+        if processes:  # the transport's hooks mark a worker's batches (see _timing)
+            worker_init_fn = self._stats.worker_init_fn(worker_init_fn, timed=transported)
         super().__init__(
             dataset,
             batch_size,
@@ -236,6 +285,10 @@ class DataLoader(torch.utils.data.DataLoader):
             generator,
             **torch_kwargs,
         )
+        _stats.warn_if_uncached(dataset, _resolve_ranks(rank, world_size)[1])
+        from ffrecord import metrics
+
+        metrics.register(self)
         self.skippable = skippable
         self._next_epoch = 0
         self._pending_start = 0
@@ -317,11 +370,17 @@ class DataLoader(torch.utils.data.DataLoader):
         return batches - self._pending_start + self._before
 
     def __iter__(self) -> Any:
+        began = now()
         if self.num_workers > 0:
             _transport.forget_exited_workers()
+        stats = self._stats
         if not self.skippable:
-            return _transport.Receiving(super().__iter__())
+            stats.epoch_began(len(stats.runs), readers_of(self.dataset))
+            receiving = _transport.Receiving(super().__iter__(), stats if stats.timing else None)
+            stats.iter_returned(began)
+            return receiving
         epoch, start, base = self._next_epoch, self._pending_start, self._pending_base
+        stats.epoch_began(epoch, readers_of(self.dataset))
         self._next_epoch, self._pending_start, self._pending_base = epoch + 1, 0, 0
         before, self._before = self._before, 0
         generator_state = None
@@ -348,7 +407,26 @@ class DataLoader(torch.utils.data.DataLoader):
         else:
             self._planner.plan(epoch, start)
         self._run = _EpochRun(epoch, start, base, self._planner.num_batches, generator_state, before)
-        return _TrackedIterator(super().__iter__(), self._run)
+        tracked = _TrackedIterator(super().__iter__(), self._run, self._tasks, stats)
+        stats.iter_returned(began)
+        return tracked
+
+    def _get_iterator(self) -> Any:
+        """torch's iterator for the workers asked for: threads of this process (``_threads``)
+        or torch's own (processes, or none: then its collation is timed, see ``_stats``)."""
+        if self._on_threads:
+            return _threads.ThreadedIterator(self, self._stats.threads)
+        iterator = super()._get_iterator()
+        fetcher = getattr(iterator, "_dataset_fetcher", None)  # torch's, with 0 workers
+        if self._stats.fetches_here and fetcher is not None:
+            fetcher.collate_fn = _stats.TimedCollate(fetcher.collate_fn, self._stats.loop, iterator._auto_collation)
+        return iterator
+
+    def check_worker_number_rationality(self) -> None:
+        """torch's warning of more worker processes than cores; threads, which mostly wait
+        for the library's calls, are not processes."""
+        if not self._on_threads:
+            super().check_worker_number_rationality()
 
     @property
     def _index_sampler(self) -> Any:
@@ -440,6 +518,35 @@ class DataLoader(torch.utils.data.DataLoader):
         if "mixture" in self._fingerprint and position is not None and not planner.shuffle:
             state["mixture_consumed"] = mixture.consumed(position)
         return state
+
+    def stats(self, epoch: int | None = None) -> dict[str, int | float]:
+        """What the loader did and where its time went, since it was made (``epoch``: in
+        that epoch's latest run, from its ``iter()`` to the next epoch's; ValueError for an
+        epoch that has not begun). One flat dict, always with the same keys:
+
+        - the I/O counters of the loader's readers (``FileReader.stats``) summed over its
+          processes: the main process's and every worker's, those of finished epochs
+          included; ``bytes_fetched`` against ``bytes_delivered`` (and
+          ``fetched_per_delivered``) is what the epochs cost in traffic for the data they
+          read;
+        - ``batches`` and ``datapoints`` fetched;
+        - in seconds: ``wait_s``, the training loop inside ``iter()`` and ``next()``;
+          ``elapsed_s``, its epochs from ``iter()`` to the last ``next()``; and the stages,
+          summed over the workers (processes or threads) doing them: ``read_s`` (ffrecord's
+          reads), ``transform_s`` (the rest of the dataset's fetch: its ``__getitems__``,
+          ``process``, transform), ``collate_s``, ``transfer_s`` (the hand-over: packing
+          into shared memory and unpacking, pinning). Zero with ``timing=False``.
+
+        A worker adds its counts after each batch. See docs/profiling.md.
+
+        >>> loader = DataLoader(list(range(4)), batch_size=2)
+        >>> _ = list(loader)
+        >>> stats = loader.stats(epoch=0)
+        >>> stats["batches"], stats["datapoints"], stats["bytes_fetched"], stats["wait_s"] > 0
+        (2, 4, 0, True)
+        """
+        readers = readers_of(self.dataset)
+        return self._stats.total(readers) if epoch is None else self._stats.epoch(operator.index(epoch), readers)
 
     def _segment(self, base: int) -> RankShare:
         """Rank 0's share of the epoch's segment from canonical position ``base``."""

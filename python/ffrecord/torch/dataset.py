@@ -45,7 +45,7 @@ from ffrecord import FileReader
 from ffrecord._remote import pinned
 from ffrecord.reader import reopen, split_batch
 
-from . import _transport, collate
+from . import _stats, _transport, collate
 from .sampler import prefetch_ahead
 
 
@@ -81,8 +81,9 @@ class ReaderRegistry:
     """Finds every ``FileReader`` an object holds: ``ffreaders()``, as in the reference.
 
     Readers are found in the object's attributes, in attributes that are themselves
-    registries or torch datasets (walked in turn), and in lists, tuples and dicts of those;
-    each reader once. Attributes behave as plain attributes: nothing is registered when set.
+    registries or torch datasets (walked in turn), in lists, tuples and dicts of those, and
+    in what structured datasets list (``DatasetReader.file_readers()``); each reader once.
+    Attributes behave as plain attributes: nothing is registered when set.
 
     >>> import os, tempfile
     >>> from ffrecord import FileWriter
@@ -99,9 +100,19 @@ class ReaderRegistry:
 
     def ffreaders(self) -> list[FileReader]:
         """Every ``FileReader`` held by this object and the objects it holds."""
-        found: dict[int, FileReader] = {}
-        _collect_readers(self, found, set())
-        return list(found.values())
+        return readers_of(self)
+
+
+def readers_of(obj: Any) -> list[FileReader]:
+    """Every ``FileReader`` that ``obj`` (a reader, a dataset, anything) holds, as
+    ``ReaderRegistry.ffreaders`` finds them.
+
+    >>> readers_of([1, 2, 3])
+    []
+    """
+    found: dict[int, FileReader] = {}
+    _collect_readers(obj, found, set())
+    return list(found.values())
 
 
 _PLAIN = (int, float, str, bytes, np.generic)
@@ -120,6 +131,8 @@ def _collect_readers(obj: Any, found: dict[int, FileReader], seen: set[int]) -> 
         if isinstance(obj, Dataset) and "_reader_args" in getattr(obj, "__dict__", {}):
             _ = obj.reader  # a reader this class opens lazily (after a pickle): open it now
         members = list(getattr(obj, "__dict__", {}).values())
+    elif callable(getattr(obj, "file_readers", None)):  # a structured dataset's
+        members = obj.file_readers()
     else:
         return
     for member in members:
@@ -161,7 +174,7 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
         if self._reader is None:
             fnames, check_data = self._reader_args
             self._reader = reopen(fnames, check_data, getattr(self, "_reader_vouched", ()),
-                                  **self._reader_options)
+                                  stamps=getattr(self, "_reader_stamps", None), **self._reader_options)
         return self._reader
 
     @reader.setter
@@ -173,7 +186,8 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
         if "_reader_args" in state:  # a reader this class opened: reopen it lazily, by path
             reader = state["_reader"]
             if isinstance(reader, FileReader):  # its checks need not be done again, nor its
-                state["_reader_vouched"] = reader.vouched_files  # remote files' versions asked
+                state["_reader_vouched"] = reader.vouched_files  # remote files' versions asked;
+                state["_reader_stamps"] = reader.file_stamps  # the copy reads the files it read
                 state["_reader_options"] = {**self._reader_options, "storage_options": pinned(
                     self._reader_options.get("storage_options"), reader.versions)}
             state["_reader"] = None
@@ -192,6 +206,7 @@ class Dataset(torch.utils.data.Dataset, ReaderRegistry):
             return self.process(indices, reader.read(indices))
         prefetch_ahead(self, indices, reader.prefetch)
         buffer, offsets = collate.read_batch(reader, indices)
+        _stats.publish()
         return self.process_batch(indices, buffer, offsets)
 
     def __getitems__(self, indices: list[int]) -> list:

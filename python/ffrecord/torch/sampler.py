@@ -307,6 +307,17 @@ class WorkerTasks:
         batches = iter(self.batches)
         return batches if self.group < 2 else self._grouped(batches, self.group, self.single)
 
+    def batches_in(self, tasks: int) -> int:
+        """How many batches the first ``tasks`` tasks of an iteration hold.
+
+        >>> tasks = WorkerTasks([[0], [1], [2], [3], [4]])
+        >>> tasks.group, tasks.single = 2, 1
+        >>> [tasks.batches_in(k) for k in range(4)]
+        [0, 1, 3, 5]
+        """
+        grouped = max(0, tasks - self.single) if self.group > 1 else 0
+        return min(len(self), tasks - grouped + grouped * self.group)
+
     @staticmethod
     def _grouped(batches: Iterator[Any], size: int, single: int) -> Iterator[Any]:
         yield from itertools.islice(batches, single)

@@ -35,11 +35,12 @@ import torch.utils.data
 
 import ffrecord.order
 from ffrecord._buffers import offsets
+from ffrecord._timing import timed_read
 from ffrecord.dataset import codecs
 from ffrecord.dataset.reader import DatasetReader, parse_mask
 from ffrecord.order import datapoint_seeds
 
-from . import _transport
+from . import _stats, _transport
 from .collate import Collated, default_collate
 from .sampler import prefetch_ahead
 
@@ -93,7 +94,8 @@ class StructuredDataset(torch.utils.data.Dataset):
         self._prefetch_ahead(indices)
         if self._columns is not None and _transport.columns_welcome(self):
             return self._read_columns(indices)
-        datapoints = self.source.read(np.asarray(indices, np.int64), self.mask)
+        datapoints = self._read(indices)
+        _stats.publish()
         if self.transform is None:
             return datapoints
         transform_batch = getattr(self.transform, "transform_batch", None)
@@ -103,6 +105,12 @@ class StructuredDataset(torch.utils.data.Dataset):
             return [self.transform(d, seed) for d, seed in zip(datapoints, batch_seeds(indices))]
         return [self.transform(d) for d in datapoints]
 
+    @timed_read
+    def _read(self, indices: Any) -> list:
+        """The datapoints at ``indices``, as the source reads and decodes them."""
+        return self.source.read(np.asarray(indices, np.int64), self.mask)
+
+    @timed_read
     def _read_columns(self, indices: Any) -> Collated:
         """The batch collated field by field, in a loader worker: each ``bytes`` field read
         by one call into the slot the batch travels in, handed on as a ``BytesColumn`` (no
@@ -120,6 +128,7 @@ class StructuredDataset(torch.utils.data.Dataset):
                 batch[name] = self._number_column(name, numbers[name], idx)
             else:
                 batch[name] = default_collate([d[name] for d in others])
+        _stats.publish()
         return batch
 
     def _prefetch_ahead(self, indices: Any) -> None:
@@ -136,6 +145,7 @@ class StructuredDataset(torch.utils.data.Dataset):
         _, _, _, rest = self._columns
         return not rest
 
+    @timed_read
     def _read_task_columns(self, task: _transport.TaskGroup) -> _transport.TaskGroup:
         """A task's batches, every field a column (``bytes``, ``int``, ``float``), read by
         one call per field for all of them (a call's cost is the task's, as its messages
@@ -153,8 +163,9 @@ class StructuredDataset(torch.utils.data.Dataset):
 
     def _read_into_slot(self, name: str, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """Field ``name``'s values at ``idx`` read by one call into the batch's slot:
-        ``(buffer, sizes, their one size or -1)``, as the field's reader reads a batch."""
-        return self.source.field_reader(name)._read(idx.view(np.uint64), _transport.slot_bytes)
+        ``(buffer, sizes, their one size or -1)``, as the field's reader reads a batch (a field
+        the source holds in memory is copied from there)."""
+        return self.source._field_batch(name, idx, _transport.slot_bytes)
 
     def _number_column(self, name: str, dtype: np.dtype, idx: np.ndarray) -> torch.Tensor:
         """The tensor ``default_collate`` makes of an ``int`` or ``float`` field's values

@@ -47,6 +47,7 @@ class EncodedImage:
     height: int
     width: int
     render_box: Callable[[Box, int, bool, np.ndarray], None]
+    jpeg: memoryview | None = None  # the bytes of a JPEG that libjpeg-turbo (and nvjpeg) decode to RGB
 
 
 def open_image(value: Any) -> EncodedImage:
@@ -64,7 +65,7 @@ def open_image(value: Any) -> EncodedImage:
             colorspace = None  # Pillow says what is wrong with it
         if colorspace in _TURBO_COLORSPACES:
             return EncodedImage(height, width, lambda box, size, flip, out:
-                                _render_turbo(data, height, width, box, size, flip, out))
+                                _render_turbo(data, height, width, box, size, flip, out), data)
     image = Image.open(io.BytesIO(data))
     return EncodedImage(image.height, image.width, lambda box, size, flip, out:
                         _render_pil(image, box, size, flip, out))
@@ -112,15 +113,26 @@ def _render_pil(image: Image.Image, box: Box, size: int, flip: bool, out: np.nda
     _resize_into(rgb, box, rgb.shape[0] / height, rgb.shape[1] / width, size, flip, out)
 
 
+def box_rows_and_columns(box: Box, scale_y: float, scale_x: float, height: int, width: int) -> tuple[int, int, int, int]:
+    """``(y0, y1, x0, x1)``: the pixels of ``box`` (stored pixels) in an image decoded at
+    ``scale`` times the stored size, ``height × width``, its edges rounded to whole pixels.
+
+    >>> box_rows_and_columns((10, 20, 100, 50.4), 0.5, 0.5, 200, 200)
+    (5, 55, 10, 35)
+    """
+    top, left, h, w = box
+    y0, x0 = int(round(top * scale_y)), int(round(left * scale_x))
+    y1 = max(y0 + 1, min(height, int(round((top + h) * scale_y))))
+    x1 = max(x0 + 1, min(width, int(round((left + w) * scale_x))))
+    return y0, y1, x0, x1
+
+
 def _resize_into(pixels: np.ndarray, box: Box, scale_y: float, scale_x: float, size: int,
                  flip: bool, out: np.ndarray) -> None:
     """Crops ``box`` (stored pixels; ``pixels`` is ``scale`` times the stored size, H×W×3),
     resizes it to ``size × size``, flips it left to right when asked, and writes it into
     ``out`` (``3 × size × size`` uint8). Box edges are rounded to whole decoded pixels."""
-    top, left, h, w = box
-    y0, x0 = int(round(top * scale_y)), int(round(left * scale_x))
-    y1 = max(y0 + 1, min(pixels.shape[0], int(round((top + h) * scale_y))))
-    x1 = max(x0 + 1, min(pixels.shape[1], int(round((left + w) * scale_x))))
+    y0, y1, x0, x1 = box_rows_and_columns(box, scale_y, scale_x, pixels.shape[0], pixels.shape[1])
     shrink = max(y1 - y0, x1 - x0) / size
     resized = cv2.resize(pixels[y0:y1, x0:x1], (size, size),
                          interpolation=cv2.INTER_AREA if shrink >= 2 else cv2.INTER_LINEAR)

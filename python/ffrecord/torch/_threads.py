@@ -1,0 +1,292 @@
+"""The loader's workers as threads of the training process: ``workers="threads"``.
+
+ffrecord's heavy work runs without the GIL: the Go core's reads are ``ctypes.CDLL`` calls
+(which release it), libjpeg-turbo (``simplejpeg``) and OpenCV release it while they decode
+and resize, and token windows are one read call and numpy copies. So ``num_workers`` threads
+of the training process can fetch batches side by side, with none of what worker processes
+cost: no start-up (a thread starts in microseconds; a process imports torch), no pickling of
+datasets, indices or batches, no shared-memory transport, no second copy of the library.
+
+How a batch moves: the training thread draws the indices of the next batch from the
+loader's sampler (where torch's own iterators draw them: a user's sampler, or a generator
+the training loop also draws from, is never touched by another thread) and queues a
+``_Task``; one of the threads fetches it (``dataset.__getitems__`` or one item at a time,
+exactly as with 0 workers), collates it, pins it when asked, and marks it done; the training
+thread hands the batches out in the order it queued them. At most ``num_workers ×
+prefetch_factor`` batches are queued or held done and not yet handed out (torch's bound):
+a new task is queued only as a batch is handed out.
+
+Everything the loader's state relies on is what 0 workers do: the same batch objects
+(``sampler.Batch``, with their per-datapoint seeds and prefetch hints) reach the same
+dataset object. What differs from worker processes: the dataset, the collate function and
+``worker_init_fn`` (called once on each thread with its number) run in the training
+process, concurrently: they must be safe to call from several threads (ffrecord's readers,
+datasets and transforms are); ``torch.utils.data.get_worker_info()`` is None there, as in
+the training loop; global random generators are the training process's own (draw random
+augmentation from the per-datapoint seeds: ``ffrecord.torch.batch_seeds``).
+
+Pinned memory: with ``pin_memory=True`` and an accelerator, a thread marks itself as
+assembling pinned batches (``collate.pin_batches_in_this_thread``): the buffers ffrecord's
+datasets read a batch into, and the tensors the default collate builds, are then allocated
+page-locked (torch's caching host allocator, which reuses a block once its tensor is gone
+and no asynchronous copy from it is pending), so the batch is never copied again; whatever
+else the batch holds is pinned by torch's ``pin_memory`` in that thread, not in one thread
+for all.
+
+Lifetime: the threads belong to the loader's iterator. They stop when the epoch ends (unless
+``persistent_workers``), when the iterator is dropped or garbage-collected (breaking out of
+a ``for`` loop), or when the loader is; a thread in the middle of a batch finishes that
+batch first (its result is dropped).
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+import weakref
+from typing import Any, Callable
+
+import torch
+from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+from ffrecord import _timing
+
+from . import _transport, collate
+from .dataset import fetch_batch
+
+__all__ = ["ThreadedIterator", "check_threads", "resolve_workers"]
+
+WORKERS = ("processes", "threads", "auto")
+
+
+def resolve_workers(workers: str, dataset: Any) -> str:
+    """``"threads"`` or ``"processes"``: what a loader's ``workers=`` asks for over
+    ``dataset`` (``"auto"``: threads when the dataset is one of ffrecord's, whose work runs
+    without the GIL, processes otherwise). Raises ``ValueError`` for another value, or for
+    threads over a dataset they cannot fetch."""
+    if workers not in WORKERS:
+        raise ValueError(f"workers must be one of {', '.join(map(repr, WORKERS))}, not {workers!r}")
+    if workers == "auto":
+        workers = "threads" if _gil_free(dataset) else "processes"
+    if workers == "threads":
+        check_threads(dataset)
+    return workers
+
+
+def _gil_free(dataset: Any) -> bool:
+    """True for ffrecord's datasets, whose batches are read and decoded without the GIL."""
+    from ffrecord.tokens.blocks import _Blocks
+
+    from .dataset import Dataset
+    from .structured import StructuredDataset
+
+    return isinstance(dataset, (Dataset, StructuredDataset, _Blocks))
+
+
+def check_threads(dataset: Any) -> None:
+    """Raises ``ValueError`` when ``dataset`` cannot be fetched by threads: an
+    ``IterableDataset`` is one stream, which threads cannot share in order."""
+    if isinstance(dataset, torch.utils.data.IterableDataset):
+        raise ValueError("workers='threads' needs a map-style dataset: an IterableDataset is one stream "
+                         "that threads cannot split (use workers='processes', which gives each worker a replica)")
+
+
+class _Task:
+    """One batch to fetch: its indices, then its batch or the exception fetching it raised."""
+
+    __slots__ = ("index", "batch", "error", "done", "started", "cancelled")
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+        self.batch: Any = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self.started = False  # a thread took it (under the pipeline's lock)
+        self.cancelled = False  # nobody will ask for it: a thread that has not started skips it
+
+
+class _Pipeline:
+    """The threads and what they share; holds no reference to the iterator, so that
+    dropping the iterator ends them (``ThreadedIterator`` closes it when collected)."""
+
+    def __init__(self, fetch: Callable[[Any], Any], collate_fn: Callable[[Any], Any], workers: int,
+                 worker_init_fn: Callable[[int], Any] | None, pin: bool, columns_of: Any = None,
+                 clocks: list[_timing.Clock] | None = None, batched: bool = True) -> None:
+        self.fetch = fetch  # a batch's datapoints: what 0 workers fetch
+        self.collate_fn = collate_fn
+        self.batched = batched
+        self.clocks = clocks  # each thread's, when the loader times its batches
+        self.pin = pin
+        self.columns_of = columns_of  # the dataset whose batches are read in columns (default collate)
+        self.queue: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()  # _Task, or None: a thread's end
+        self.lock = threading.RLock()  # a finalizer run by the garbage collector on a thread may take it again
+        self.closed = False
+        self.threads = [threading.Thread(target=self._work, args=(k, worker_init_fn), daemon=True,
+                                         name=f"ffrecord-loader-{k}") for k in range(workers)]
+        for thread in self.threads:
+            thread.start()
+
+    def _work(self, worker_id: int, worker_init_fn: Callable[[int], Any] | None) -> None:
+        failure: BaseException | None = None
+        clock = self.clocks[worker_id] if self.clocks is not None else None
+        _timing.use_clock(clock)
+        try:
+            if self.pin:
+                collate.pin_batches_in_this_thread()
+            if self.columns_of is not None:
+                _transport.read_columns_in_this_thread(self.columns_of)
+            if worker_init_fn is not None:
+                worker_init_fn(worker_id)
+        except BaseException as exc:  # raised at the batches this thread takes
+            failure = _noted(exc, f"in ffrecord DataLoader thread {worker_id}'s worker_init_fn")
+        while True:
+            task = self.queue.get()
+            if task is None:
+                return
+            with self.lock:
+                if task.cancelled:
+                    continue
+                task.started = True
+            try:
+                if failure is not None:
+                    raise failure
+                task.batch = self.produce(task.index, clock)
+            except BaseException as exc:
+                task.error = exc if exc is failure else _noted(exc, f"in ffrecord DataLoader thread {worker_id}")
+            finally:
+                task.done.set()
+            del task
+
+    def produce(self, index: Any, clock: _timing.Clock | None = None) -> Any:
+        """The batch of ``index``: fetched, collated, pinned when asked; its stages marked
+        on ``clock`` (the thread's, when the loader times them)."""
+        if clock is None:
+            batch = self.collate_fn(self.fetch(index))
+        else:
+            clock.begin()
+            data = self.fetch(index)
+            clock.fetched(_transport.datapoints(data) if self.batched else 1)
+            batch = self.collate_fn(data)
+            clock.collated()
+        if self.columns_of is not None:
+            batch = _transport.columns_as_views(batch)
+        if self.pin:
+            batch = _transport._pinned(batch)
+        if clock is not None:
+            clock.handed_over()
+        return batch
+
+    def submit(self, task: _Task) -> None:
+        self.queue.put(task)
+
+    def cancel(self, tasks: Any) -> None:
+        """Tasks nobody will ask for: those not started are skipped, those started are
+        waited for (a thread finishes the batch it is on)."""
+        with self.lock:
+            running = []
+            for task in tasks:
+                task.cancelled = True
+                if task.started:
+                    running.append(task)
+        current = threading.current_thread()
+        if current not in self.threads:
+            for task in running:
+                task.done.wait()
+
+    def close(self, tasks: Any = ()) -> None:
+        """Stops the threads (after the batch each is on); idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self.cancel(tasks)
+        for _ in self.threads:
+            self.queue.put(None)
+        current = threading.current_thread()
+        for thread in self.threads:
+            if thread is not current:
+                thread.join()
+
+
+def _fetcher(dataset: Any, batched: bool) -> Callable[[Any], Any]:
+    """What 0 workers fetch for a sampler's item (before collating it): a batch fetched at
+    once (``__getitems__``) or item by item; without batching (``batch_size=None``), one item."""
+    if batched:
+        return lambda index: fetch_batch(dataset, index)
+    return dataset.__getitem__
+
+
+def _noted(exc: BaseException, where: str) -> BaseException:
+    """``exc`` with a note of where it was raised (Python 3.11+), raised as it is: its type
+    and traceback reach the training loop unchanged."""
+    add_note = getattr(exc, "add_note", None)
+    if add_note is not None and where not in getattr(exc, "__notes__", ()):
+        add_note(where)
+    return exc
+
+
+class ThreadedIterator(_BaseDataLoaderIter):
+    """torch's loader iterator with ``num_workers`` threads of this process as its workers
+    (see the module's docstring).
+
+    >>> from ffrecord.torch import DataLoader
+    >>> [b.tolist() for b in DataLoader(list(range(5)), batch_size=2, num_workers=2, workers="threads")]
+    [[0, 1], [2, 3], [4]]
+    """
+
+    def __init__(self, loader: Any, clocks: list[_timing.Clock] | None = None) -> None:
+        super().__init__(loader)
+        check_threads(loader.dataset)
+        fetch = _fetcher(self._dataset, self._auto_collation)
+        self._bound = max(1, self._num_workers * (loader.prefetch_factor or 1))
+        self._pending: collections.deque[_Task] = collections.deque()
+        self._exhausted = False  # the sampler has no more batches this epoch
+        columns_of = self._dataset if self._collate_fn is collate.default_collate else None
+        self._pipeline = _Pipeline(fetch, self._collate_fn, self._num_workers, loader.worker_init_fn,
+                                   self._pin_memory, columns_of, clocks, self._auto_collation)
+        self._finalizer = weakref.finalize(self, self._pipeline.close, self._pending)
+        self._fill()
+
+    def _reset(self, loader: Any, first_iter: bool = False) -> None:
+        """A new epoch (persistent workers): what is queued of the last one is dropped."""
+        super()._reset(loader, first_iter)
+        if hasattr(self, "_pipeline"):  # torch's __init__ does not call it; the first epoch is filled there
+            self._pipeline.cancel(self._pending)
+            self._pending.clear()
+            self._exhausted = False
+            self._fill()
+
+    def _fill(self) -> None:
+        """Queues tasks until ``_bound`` are pending or the sampler is exhausted."""
+        while len(self._pending) < self._bound and not self._exhausted:
+            try:
+                index = self._next_index()
+            except StopIteration:
+                self._exhausted = True
+                break
+            task = _Task(index)
+            self._pending.append(task)
+            self._pipeline.submit(task)
+
+    def _next_data(self) -> Any:
+        if not self._pending:
+            self._fill()
+            if not self._pending:
+                if not self._persistent_workers:
+                    self._shutdown()
+                raise StopIteration
+        task = self._pending[0]
+        if not task.done.wait(self._timeout or None):
+            raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+        self._pending.popleft()
+        self._fill()
+        if task.error is not None:
+            raise task.error
+        return task.batch
+
+    def _shutdown(self) -> None:
+        """Stops the threads now (the finalizer then has nothing left to do)."""
+        self._finalizer()
+
+    def __repr__(self) -> str:
+        return f"<ThreadedIterator: {self._num_workers} threads, {len(self._pending)} batches pending>"
