@@ -39,6 +39,8 @@ import numpy as np
 
 if __name__ == "__main__":
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
+# the tests' loopback servers import each other as the tests do: by their own names
+sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
 
 BUCKET = "bench"
 SPEC = {"image": "bytes", "label": "int"}
@@ -111,7 +113,7 @@ def put_peer(peer: str, store: Any, work: Path, shards: int, per_shard: int) -> 
 # -- one figure, in a fresh process ---------------------------------------------------------
 
 def _count(endpoint: str) -> int:
-    from tests.counting_proxy import COUNT_PATH
+    from counting_proxy import COUNT_PATH
 
     with urllib.request.urlopen(endpoint + COUNT_PATH) as answer:
         return int(answer.read())
@@ -193,7 +195,7 @@ def main() -> None:
     from moto.s3.models import s3_backends
     from moto.server import ThreadedMotoServer
 
-    from tests.counting_proxy import CountingProxy
+    from counting_proxy import CountingProxy
 
     counts = [100, 300] if args.quick else [int(s) for s in args.shards.split(",")]
     peers = [p for p in args.peers.split(",") if p]
