@@ -43,7 +43,7 @@ from . import manifest as manifests
 from .errors import CorruptDatasetError, IncompleteDatasetError
 from .manifest import Manifest
 from .open_files import READERS
-from .reader import DatasetReader, Readable, ShardedDatasetReader, _OPENS_AT_ONCE
+from .reader import DatasetReader, Readable, ShardedDatasetReader, _OPENS_AT_ONCE, check_count
 from .spec import Field
 
 _OWNERS = itertools.count(1)
@@ -126,16 +126,14 @@ class ShardReader(DatasetReader):
         path = self.directory / version.name
         reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins))
         try:
-            info = reader.file_info(0)
-            if not version.matches(info.file_bytes, info.stored_samples, info.meta_checksum):
-                found = version.mismatch(info.file_bytes, info.stored_samples, info.meta_checksum)
+            stamp = reader.file_stamp(0)
+            if not version.matches(stamp):
+                found = version.mismatch(stamp)
                 raise ObjectChangedError(
                     errno.ESTALE, f"{path}: field {field.name!r} is not the file version "
                                   f"{self._source.manifest.version} of the dataset lists ({found}): "
                                   "it was replaced since")
-            if reader.n != self._length:
-                raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} datapoints; "
-                                          f"the manifest says {self._length}")
+            check_count(path, field, reader.n, self._length, "the manifest")
         except BaseException:
             reader.close()
             raise
@@ -185,6 +183,10 @@ class LazyShard(Readable):
     @property
     def directory(self) -> Any:
         return self._source.directory(self.number)
+
+    @property
+    def storage_options(self) -> dict[str, Any] | None:
+        return self._source.storage_options
 
     @property
     def files(self) -> list[str]:
