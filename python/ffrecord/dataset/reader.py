@@ -10,7 +10,6 @@ import threading
 import zlib
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np

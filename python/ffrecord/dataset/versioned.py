@@ -40,7 +40,7 @@ from .._indices import one_index
 from ..errors import ObjectChangedError
 from ..reader import FileReader
 from . import manifest as manifests
-from .errors import CorruptDatasetError, IncompleteDatasetError
+from .errors import IncompleteDatasetError
 from .manifest import Manifest
 from .open_files import READERS
 from .reader import DatasetReader, Readable, ShardedDatasetReader, _OPENS_AT_ONCE, check_count
