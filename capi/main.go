@@ -179,6 +179,16 @@ func ffr_list(url *C.ffr_cchar, options *C.ffr_cchar, buf *C.char, size C.size_t
 	return C.int32_t(abi.ListEntries(unsafe.Pointer(url), unsafe.Pointer(options), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))
 }
 
+//export ffr_list_objects
+func ffr_list_objects(url *C.ffr_cchar, options *C.ffr_cchar, buf *C.char, size C.size_t, needed *C.size_t, requests *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ListObjects(unsafe.Pointer(url), unsafe.Pointer(options), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed), unsafe.Pointer(requests)))
+}
+
+//export ffr_describe_file
+func ffr_describe_file(path *C.ffr_cchar, options *C.ffr_cchar, stamp *C.uint64_t, etag *C.char, length C.size_t, needed *C.size_t) C.int32_t {
+	return C.int32_t(abi.DescribeFile(unsafe.Pointer(path), unsafe.Pointer(options), unsafe.Pointer(stamp), unsafe.Pointer(etag), uintptr(length), unsafe.Pointer(needed)))
+}
+
 //export ffr_reader_len
 func ffr_reader_len(handle C.int64_t, n *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderLen(int64(handle), unsafe.Pointer(n)))
@@ -245,8 +255,8 @@ func ffr_reader_file_info(handle C.int64_t, i C.uint64_t, info *C.uint64_t, ninf
 }
 
 //export ffr_reader_file_stamp
-func ffr_reader_file_stamp(handle C.int64_t, i C.uint64_t, fileBytes *C.uint64_t, headerChecksum *C.uint32_t) C.int32_t {
-	return C.int32_t(abi.ReaderFileStamp(int64(handle), uint64(i), unsafe.Pointer(fileBytes), unsafe.Pointer(headerChecksum)))
+func ffr_reader_file_stamp(handle C.int64_t, i C.uint64_t, stamp *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderFileStamp(int64(handle), uint64(i), unsafe.Pointer(stamp)))
 }
 
 //export ffr_reader_file_header

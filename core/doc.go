@@ -65,8 +65,9 @@
 // at a finer grain inside its samples: the structured datasets of the Python package
 // (ffrecord.dataset) store, in each sample of a sequence field, an element table with a
 // CRC-32 per element, which the structured reader checks for every element it reads. Their
-// layout (one base-format file per field, spec.json, the element table) is specified in
-// docs/structured-datasets.md.
+// layout (one base-format file per field, spec.json, the element table, and the versioned
+// manifest listing a dataset's shards with each field file's size, header digest and ETag,
+// itself a base-format file) is specified in docs/structured-datasets.md.
 //
 // # Column blocks
 //

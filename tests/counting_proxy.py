@@ -1,9 +1,12 @@
-"""A forwarding HTTP/1.1 proxy on loopback that counts what a server sends back.
+"""A forwarding HTTP/1.1 proxy on loopback that counts the requests that pass and what the
+server sends back.
 
-Put in front of moto's S3 server (``endpoint_url`` = the proxy's URL), it counts the GETs
-and the body bytes of their answers per path, as a bill for egress and requests would:
-the tests of what a DataLoader downloads per epoch from ``s3://`` read these counts. moto
-does not check signatures, so requests signed for the proxy's address are answered. Like
+Put in front of moto's S3 server (``endpoint_url`` = the proxy's URL), it counts requests
+by method and key, the GETs and the body bytes of their answers per path, as a bill for
+egress and requests would, and can add a latency to each request, as a distant store
+would. ``GET /__count__`` answers the number of requests so far (for another process's
+phases: opening, then reading), itself neither forwarded nor counted. moto does not check
+signatures, so requests signed for the proxy's address are answered. Like
 ``range_server``, it imports nothing but the standard library.
 
 >>> from range_server import RangeServer
@@ -19,22 +22,28 @@ import collections
 import http.client
 import socket
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from range_server import LoopbackServer
 
+COUNT_PATH = "/__count__"
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 
 
 class CountingProxy(LoopbackServer):
-    """Forwards every request to ``upstream`` (``http://host:port``); ``gets`` counts the
-    GETs of each path (query left out) and ``bytes_sent`` the body bytes answered to them."""
+    """Forwards every request to ``upstream`` (``http://host:port``), after ``latency``
+    seconds. ``requests`` lists ``(method, path)`` in order (``LIST`` for a listing's GET),
+    ``gets`` counts the GETs of each path (query left out) and ``bytes_sent`` the body
+    bytes answered to them; ``reset()`` forgets the requests."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, latency: float = 0.0) -> None:
         parsed = urllib.parse.urlsplit(upstream)
         self.upstream = (parsed.hostname, parsed.port)
+        self.latency = latency
+        self.requests: list[tuple[str, str]] = []
         self.gets: collections.Counter[str] = collections.Counter()
         self.bytes_sent = 0
         self._lock = threading.Lock()
@@ -44,6 +53,23 @@ class CountingProxy(LoopbackServer):
         """``(GETs, bytes)`` so far; the GETs of paths ending with ``suffix``."""
         with self._lock:
             return sum(n for path, n in self.gets.items() if path.endswith(suffix)), self.bytes_sent
+
+    def counts(self) -> collections.Counter:
+        """Requests by method (``LIST`` for a listing's GET)."""
+        with self._lock:
+            return collections.Counter(method for method, _ in self.requests)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def _note(self, method: str, path: str) -> None:
+        with self._lock:
+            self.requests.append((method, path))
 
     def _count(self, path: str, nbytes: int) -> None:
         with self._lock:
@@ -66,9 +92,23 @@ def _handler_for(proxy: CountingProxy) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:  # quiet
             pass
 
+        def _answer_count(self) -> None:
+            body = str(len(proxy)).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def _forward(self) -> None:
+            if self.path == COUNT_PATH:
+                self._answer_count()
+                return
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
+            listing = self.command == "GET" and "list-type=" in self.path
+            proxy._note("LIST" if listing else self.command, self.path)
+            if proxy.latency:
+                time.sleep(proxy.latency)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
             if self.upstream is None:
                 self.upstream = http.client.HTTPConnection(*proxy.upstream, timeout=60)

@@ -380,7 +380,7 @@ def test_datasets_pin_their_remote_files_through_pickling(tmp_path):
     with DatasetWriter(root, {"image": "bytes", "label": "int"}) as w:
         for i in range(32):
             w.append({"image": bytes([i]) * 100, "label": i})
-    objects = {f"/ds/{p.name}": p.read_bytes() for p in root.iterdir()}
+    objects = {f"/ds/{p.name}": p.read_bytes() for p in root.iterdir() if p.is_file()}
     objects["/d.ffr"] = write(tmp_path / "d.ffr", samples_of(8))
     with RangeServer(objects) as srv:
         copies = [pickle.dumps(DatasetReader(srv.url + "/ds/")), pickle.dumps(Dataset(srv.url + "/d.ffr"))]

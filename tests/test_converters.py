@@ -115,8 +115,11 @@ def test_parquet_round_trip_in_parallel(tmp_path):
                     "vector": "array", "tags": "utf8[]", "flag": "json", "meta": "json"}
     _assert_same_as_arrow(rows, table)
     with open_dataset(tmp_path / "out") as ds:
-        assert ds.shards == 5  # one per row group
+        assert ds.shards == 5 and ds.version == 1  # one per row group, listed by its manifest
         back = ds.to_arrow()
+    assert sorted(os.listdir(tmp_path / "out" / "000000")) == ["big.ffr", "blob.ffr", "flag.ffr", "id.ffr",
+                                                               "meta.ffr", "score.ffr", "spec.json",
+                                                               "tags.ffr", "text.ffr", "vector.ffr"]
     assert back.column("text").to_pylist() == table.column("text").to_pylist()
     assert back.column("vector").to_pylist() == table.column("vector").to_pylist()
 

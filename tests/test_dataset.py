@@ -71,7 +71,9 @@ def test_round_trip_every_way(dataset: Path) -> None:
 
 def test_every_field_file_is_a_base_format_file(dataset: Path) -> None:
     names = sorted(os.listdir(dataset))
-    assert names == ["boxes.ffr", "caption.ffr", "frames.ffr", "image.ffr", "label.ffr", "spec.json"]
+    assert names == ["_manifest", "boxes.ffr", "caption.ffr", "frames.ffr", "image.ffr", "label.ffr",
+                     "spec.json"]
+    assert os.listdir(dataset / "_manifest") == ["v000001.ffr"]
     with FileReader(dataset / "image.ffr") as images:
         assert images.read_one(3).tobytes() == datapoint(3)["image"]
     with FileReader(dataset / "label.ffr") as labels:
@@ -320,7 +322,8 @@ def test_newer_version_missing_file_and_count_mismatch(tmp_path: Path, dataset: 
     copy = tmp_path / "copy"
     copy.mkdir()
     for name in os.listdir(dataset):
-        (copy / name).write_bytes((dataset / name).read_bytes())
+        if name.endswith((".ffr", ".json")):  # the dataset without its manifest
+            (copy / name).write_bytes((dataset / name).read_bytes())
     spec = json.loads((copy / "spec.json").read_text())
     (copy / "spec.json").write_text(json.dumps({**spec, "version": VERSION + 1}))
     with pytest.raises(UnsupportedVersionError, match=f"version {VERSION + 1} is newer"):
@@ -397,7 +400,7 @@ def test_sharded_datasets_written_by_two_processes(tmp_path: Path) -> None:
     directory = str(tmp_path / "sharded")
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         shards = pool.starmap(_write_shards, [(directory, 0, 2), (directory, 1, 2)])
-    assert shards == [3, 3] and sorted(os.listdir(directory)) == [f"{s:06d}" for s in range(6)]
+    assert shards == [3, 3] and sorted(os.listdir(directory)) == [f"{s:06d}" for s in range(6)] + ["_manifest"]
     with ShardedDatasetReader(directory) as reader:
         assert len(reader) == 27 and reader.shards == 6
         assert [d["n"] for d in reader] == list(range(27))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -29,7 +30,8 @@ SPEC = {"a": "utf8", "b": "utf8"}
 
 
 def _contents(path: Path) -> dict[str, bytes]:
-    return {name: (path / name).read_bytes() for name in sorted(os.listdir(path))}
+    """Every file under ``path`` (its manifest's too), by relative path."""
+    return {str(f.relative_to(path)): f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file()}
 
 
 # ---- item 4: one writer per directory ----------------------------------------------------
@@ -45,7 +47,7 @@ def test_a_second_writer_is_refused_while_the_first_writes(tmp_path: Path) -> No
     with pytest.raises(FileExistsError, match="already holds a dataset"):
         DatasetWriter(path, SPEC)
     assert DatasetReader(path).read([0, 1]) == [{"a": "P", "b": "P"}] * 2
-    assert sorted(os.listdir(path)) == ["a.ffr", "b.ffr", "spec.json"]  # the claim is gone
+    assert sorted(os.listdir(path)) == ["_manifest", "a.ffr", "b.ffr", "spec.json"]  # the claim is gone
 
 
 _HOLDER = """
@@ -157,9 +159,8 @@ def test_sharded_writers_with_overlapping_shards_fail_for_the_second(tmp_path: P
         other.communicate("\n", timeout=60)
     finally:
         other.kill()
-    with ShardedDatasetWriter(path, SPEC, shardlen=2) as writer:
-        with pytest.raises(FileExistsError, match="already holds a dataset.*shard 0"):
-            writer.append({"a": "P", "b": "P"})
+    with pytest.raises(FileExistsError, match="holds a dataset .version 1.: append to it"):
+        ShardedDatasetWriter(path, SPEC, shardlen=2)
     with ShardedDatasetReader(path) as reader:  # the first writer's shard, unmixed
         assert list(reader) == [{"a": "Q", "b": "Q"}]
 
@@ -344,6 +345,7 @@ def test_spec_files_that_block_or_never_end(dataset: Path) -> None:
 
 
 def test_the_cli_reports_a_deep_spec_without_a_traceback(dataset: Path) -> None:
+    shutil.rmtree(dataset / "_manifest")  # read by its spec.json, as before manifests
     (dataset / "spec.json").write_text("[" * 100_000)
     run = subprocess.run([sys.executable, "-m", "ffrecord", "info", str(dataset)],
                          capture_output=True, text=True, timeout=60)
@@ -398,7 +400,8 @@ def test_cli_verify_checks_a_dataset_whole(capsys: pytest.CaptureFixture, rich: 
         w.write_one(b"\1")  # datapoint 1: too short for its count
         w.write_one(bytes(sample))
     status, out, err = _cli(capsys, "verify", str(bad))
-    assert status == 1 and "2 dataset problem(s)" in err
+    assert status == 1 and "3 dataset problem(s)" in err
+    assert f"{bad / 's.ffr'}: not the file version 1 of the manifest lists" in out  # written by hand
     assert f"{bad / 's.ffr'}: datapoint 1: the element count does not fit a sample of 1 bytes" in out
     assert f"{bad / 's.ffr'}: datapoint 2: the element table points past the end of the sample" in out
     (rich / "label.ffr").unlink()  # info reports it, so must verify

@@ -87,6 +87,7 @@ def test_full_shuffle_without_cache_and_the_s3_warning(served, capsys):
              shuffle="full", cached=False)
     assert p.job_gets_cold == 64 * -(-N // 64) and p.job_gets_warm == p.job_gets_cold
     assert "503 SlowDown" in str(p)
+    assert p.open_requests == 2 and "2 requests per process, 1,024 for the job" in str(p)  # HEAD, GET
     assert main(["plan", url, "--nodes", "2", "--gpus-per-node", "8", "--batch-size", "64",
                  "--samples-per-second", "20000", "--chunk-size", str(CHUNK), "--window", "4"]) == 0
     out = capsys.readouterr().out

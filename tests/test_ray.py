@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ffrecord
-from ffrecord.dataset import open_dataset
+from ffrecord.dataset import open_dataset, versions
 
 ray = pytest.importorskip("ray")
 from ffrecord.ray import FFRecordDatasink, read_ffrecord, write_ffrecord  # noqa: E402
@@ -63,7 +63,8 @@ def staging_left(folder: Path) -> list[str]:
 
 def test_write_gives_one_dataset_with_exact_bytes_in_order_per_file(written: Path) -> None:
     names = sorted(os.listdir(written))
-    assert names == [f"PART_{k:05d}.ffr" for k in range(len(names))]
+    assert names == [f"PART_{k:05d}.ffr" for k in range(len(names) - 1)] + ["_manifest"]
+    assert versions(written) == [1]  # its parts listed, as a dump's are
     assert staging_left(written.parent) == []
     seen = []
     with ffrecord.FileReader(written) as reader:
@@ -212,7 +213,7 @@ def test_structured_round_trip_through_sharded_dataset(cluster, tmp_path: Path) 
                    samples_per_file=25, spec=spec)
     assert sorted(os.listdir(tmp_path / "ds"))[0] == "000000"
     with open_dataset(tmp_path / "ds") as reader:
-        assert reader.spec == spec and len(reader) == 60
+        assert reader.spec == spec and len(reader) == 60 and reader.version == 1  # its manifest's
         back = sorted(reader.read(range(60)), key=lambda d: d["label"])
     for got, want in zip(back, rows):
         assert got["caption"] == want["caption"] and got["tokens"] == want["tokens"]

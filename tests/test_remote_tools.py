@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from ffrecord import FileReader
+from ffrecord.dataset import open_dataset
 from ffrecord.utils import dump
 from remote_fixtures import bucket, keys, s3_endpoint  # noqa: F401 - fixtures
 
@@ -25,9 +26,11 @@ def test_dump_to_an_s3_prefix(bucket):
     client, name, opts = bucket
     data = [pickle.dumps(i) for i in range(50)]
     dump(data, f"s3://{name}/parts/", nfiles=3, storage_options=opts, start_method="spawn")
-    assert keys(client, name) == [f"parts/PART_0000{k}.ffr" for k in range(3)]
+    assert keys(client, name) == [f"parts/PART_0000{k}.ffr" for k in range(3)] + ["parts/_manifest/v000001.ffr"]
     with FileReader(f"s3://{name}/parts/", storage_options=opts) as r:
         assert [s.tobytes() for s in r.read(range(r.n))] == data
+    with open_dataset(f"s3://{name}/parts/", storage_options=opts) as parts:  # by its manifest
+        assert parts.version == 1 and [d["bytes"] for d in parts.read(range(50))] == data
     dump(data[:5], f"s3://{name}/one.ffr", nfiles=1, storage_options=opts)
     with FileReader(f"s3://{name}/one.ffr", storage_options=opts) as r:
         assert r.n == 5
@@ -81,7 +84,7 @@ def test_cli_describes_a_sharded_dataset_on_s3(bucket, s3_endpoint, monkeypatch)
     frames = next(f for f in summary["fields"] if f["field"] == "frames")
     assert frames["elements"] == sum(i % 4 for i in range(10))
     assert summary["bytes"] == sum(o["Size"] for o in client.list_objects_v2(
-        Bucket=name, Prefix="ds/")["Contents"] if o["Key"].endswith(".ffr"))
+        Bucket=name, Prefix="ds/")["Contents"] if o["Key"].endswith(".ffr") and "_manifest/" not in o["Key"])
 
 
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
@@ -120,8 +123,9 @@ def test_structured_dataset_reads_from_s3(bucket, tmp_path):
     with DatasetWriter(local, {"label": "int", "frames": "bytes[]"}) as writer:
         for i in range(5):
             writer.append({"label": i, "frames": [b"f%d" % j for j in range(i)]})
-    for path in sorted(local.iterdir()):
-        client.upload_file(str(path), name, f"ds/{path.name}")
+    for path in sorted(local.rglob("*")):
+        if path.is_file():  # the manifest's file too: the dataset as it is
+            client.upload_file(str(path), name, f"ds/{path.relative_to(local)}")
     want = DatasetReader(local)
     got = DatasetReader(f"s3://{name}/ds/", storage_options=opts)
     assert len(got) == 5
@@ -143,7 +147,8 @@ def test_dump_refuses_a_prefix_holding_ffr_objects(bucket, tmp_path):
     assert keys(client, name, "taken/") == ["taken/old.ffr"]
     dump([b"a", b"b"], f"s3://{name}/free/", nfiles=2, storage_options=opts)
     assert keys(client, name, "free/") == ["free/.staged.ffr", "free/PART_00000.ffr",
-                                           "free/PART_00001.ffr", "free/notes.txt"]
+                                           "free/PART_00001.ffr", "free/_manifest/v000001.ffr",
+                                           "free/notes.txt"]
 
 
 def test_structured_dataset_round_trip_through_s3(bucket):
@@ -154,7 +159,8 @@ def test_structured_dataset_round_trip_through_s3(bucket):
     with DatasetWriter(url, SPEC, storage_options=opts) as writer:
         for i in range(9):
             writer.append(_datapoint(i))
-    assert keys(client, name) == ["ds/frames.ffr", "ds/label.ffr", "ds/spec.json", "ds/text.ffr"]
+    assert keys(client, name) == ["ds/_manifest/v000001.ffr", "ds/frames.ffr", "ds/label.ffr",
+                                  "ds/spec.json", "ds/text.ffr"]
     reader = DatasetReader(url, storage_options=opts)
     assert [reader[i] for i in range(9)] == [_datapoint(i) for i in range(9)]
     assert reader.read([7, 3], mask={"frames": range(1, 3), "label": True}) == [
@@ -175,7 +181,8 @@ def test_sharded_dataset_round_trip_through_s3(bucket):
                 if (i // 3) % 2 == start:
                     writer.append(_datapoint(i))
     assert sorted({k.split("/")[1] for k in keys(client, name)}) == ["000000", "000001", "000002",
-                                                                     "000003"]
+                                                                     "000003", "_manifest"]
+    assert keys(client, name, "sharded/_manifest/") == ["sharded/_manifest/v000001.ffr"]  # parts gone
     reader = ShardedDatasetReader(url, storage_options=opts)
     assert (len(reader), reader.shards) == (11, 4)
     assert reader.read(list(range(10, -1, -1))) == [_datapoint(i) for i in range(10, -1, -1)]
@@ -231,8 +238,8 @@ def test_one_writer_at_a_time_on_an_s3_prefix(bucket):
         dump([b"a", b"b"], url, nfiles=2, storage_options=opts)
     assert keys(client, name) == ["shared/.ffrecord-writer"]
     first.close()
-    assert keys(client, name) == ["shared/frames.ffr", "shared/label.ffr", "shared/spec.json",
-                                  "shared/text.ffr"]
+    assert keys(client, name) == ["shared/_manifest/v000001.ffr", "shared/frames.ffr", "shared/label.ffr",
+                                  "shared/spec.json", "shared/text.ffr"]
     assert DatasetReader(url, storage_options=opts)[0] == _datapoint(0)
 
     client.put_object(Bucket=name, Key="left/.ffrecord-writer", Body=b"pid 1 on gone-host\n")
@@ -240,4 +247,5 @@ def test_one_writer_at_a_time_on_an_s3_prefix(bucket):
         dump([b"a", b"b"], f"s3://{name}/left/", nfiles=2, storage_options=opts)
     client.delete_object(Bucket=name, Key="left/.ffrecord-writer")
     dump([b"a", b"b"], f"s3://{name}/left/", nfiles=2, storage_options=opts)
-    assert keys(client, name, "left/") == ["left/PART_00000.ffr", "left/PART_00001.ffr"]
+    assert keys(client, name, "left/") == ["left/PART_00000.ffr", "left/PART_00001.ffr",
+                                           "left/_manifest/v000001.ffr"]

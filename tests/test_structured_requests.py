@@ -22,7 +22,7 @@ def served(tmp_path_factory):
     with DatasetWriter(path, {"image": "bytes", "label": "int"}) as w:
         for i in range(N):
             w.append({"image": images[i], "label": i * 7})
-    objects = {f"/ds/{f.name}": f.read_bytes() for f in path.iterdir()}
+    objects = {f"/ds/{f.name}": f.read_bytes() for f in path.iterdir() if f.is_file()}
     with RangeServer(objects) as srv:
         yield srv, srv.url + "/ds/", images
 
@@ -105,6 +105,6 @@ def test_a_warm_open_fetches_the_spec_while_it_opens_the_fields(served, tmp_path
         with DatasetWriter(other, {"label": "int", "caption": "utf8"}) as w:
             for i in range(5):
                 w.append({"label": -i, "caption": f"#{i}"})
-        slow.objects = {f"/ds/{f.name}": f.read_bytes() for f in other.iterdir()}
+        slow.objects = {f"/ds/{f.name}": f.read_bytes() for f in other.iterdir() if f.is_file()}
         with DatasetReader(url, cache_dir=tmp_path / "cache") as reader:
             assert len(reader) == 5 and reader[3] == {"label": -3, "caption": "#3"}

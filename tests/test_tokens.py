@@ -71,7 +71,7 @@ def stream_of(docs: list[np.ndarray], separator: int | None) -> np.ndarray:
 def test_writer_stores_arrays_and_index(tmp_path: Path) -> None:
     docs = random_documents(50, 1)
     write_docs(tmp_path / "d", docs)
-    assert sorted(os.listdir(tmp_path / "d")) == ["spec.json", "tokens.ffr", "tokens.index"]
+    assert sorted(os.listdir(tmp_path / "d")) == ["_manifest", "spec.json", "tokens.ffr", "tokens.index"]
     reader = DatasetReader(tmp_path / "d")
     assert [d["tokens"].dtype for d in reader.read([0, 49])] == [np.uint16, np.uint16]
     assert all((reader[k]["tokens"] == docs[k]).all() for k in range(50))

@@ -15,7 +15,9 @@ import (
 // listPage is the part of a ListObjectsV2 answer used here.
 type listPage struct {
 	Contents []struct {
-		Key string `xml:"Key"`
+		Key  string `xml:"Key"`
+		Size int64  `xml:"Size"`
+		ETag string `xml:"ETag"`
 	} `xml:"Contents"`
 	CommonPrefixes []struct {
 		Prefix string `xml:"Prefix"`
@@ -76,6 +78,39 @@ func (c *Client) Entries(prefixURL string) ([]string, error) {
 	}
 	slices.Sort(names)
 	return slices.Compact(names), nil
+}
+
+// ObjectInfo is an object as a listing describes it: its name under the prefix listed,
+// its size and its ETag (the version a read can be pinned to, see Versions).
+type ObjectInfo struct {
+	Name string
+	Size int64
+	ETag string
+}
+
+// Objects returns the objects directly under an s3:// prefix (not its "sub-directories"),
+// sorted by name, with the number of requests the listing took (one per page of 1,000).
+// Their ETags and sizes pin later reads of them without a HEAD each.
+func (c *Client) Objects(prefixURL string) ([]ObjectInfo, int, error) {
+	loc, prefix, err := c.listLocation(prefixURL)
+	if err != nil {
+		return nil, 0, err
+	}
+	var objects []ObjectInfo
+	pages := 0
+	err = c.listPages(loc, prefix, func(page *listPage) {
+		pages++
+		for _, obj := range page.Contents {
+			if name := strings.TrimPrefix(obj.Key, prefix); name != "" {
+				objects = append(objects, ObjectInfo{Name: name, Size: obj.Size, ETag: trimETag(obj.ETag)})
+			}
+		}
+	})
+	if err != nil {
+		return nil, pages, err
+	}
+	slices.SortFunc(objects, func(a, b ObjectInfo) int { return strings.Compare(a.Name, b.Name) })
+	return objects, pages, nil
 }
 
 // listLocation is the bucket and key prefix (ending in "/" unless empty) listed for prefixURL.

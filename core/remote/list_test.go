@@ -68,3 +68,36 @@ func TestEntriesNameObjectsAndSubdirectoriesUnderAPrefix(t *testing.T) {
 		t.Fatal("listing a plain HTTP URL succeeded")
 	}
 }
+
+func TestObjectsListsNamesSizesAndETagsOfObjectsOnly(t *testing.T) {
+	pages := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Get("prefix") != "ds/_manifest/" || q.Get("delimiter") != "/" {
+			http.Error(w, "unexpected "+r.URL.String(), 400)
+			return
+		}
+		pages++
+		if q.Get("continuation-token") == "" {
+			fmt.Fprint(w, `<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>t2</NextContinuationToken>
+<Contents><Key>ds/_manifest/v000002.ffr</Key><Size>300</Size><ETag>&quot;b2&quot;</ETag></Contents>
+<CommonPrefixes><Prefix>ds/_manifest/old/</Prefix></CommonPrefixes></ListBucketResult>`)
+			return
+		}
+		fmt.Fprint(w, `<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>ds/_manifest/</Key><Size>0</Size></Contents>
+<Contents><Key>ds/_manifest/v000001.ffr</Key><Size>200</Size><ETag>"a1"</ETag></Contents></ListBucketResult>`)
+	}))
+	defer srv.Close()
+	c := testClient(t, Options{EndpointURL: srv.URL, Anonymous: true})
+	got, listed, err := c.Objects("s3://bkt/ds/_manifest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ObjectInfo{{"v000001.ffr", 200, "a1"}, {"v000002.ffr", 300, "b2"}}
+	if !slices.Equal(got, want) || listed != 2 || pages != 2 {
+		t.Fatalf("objects %v in %d pages (server: %d), want %v in 2", got, listed, pages, want)
+	}
+	if _, _, err := c.Objects("https://host/ds/"); err == nil {
+		t.Fatal("listing a plain HTTP URL succeeded")
+	}
+}

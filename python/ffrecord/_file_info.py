@@ -38,12 +38,14 @@ class FileInfo(NamedTuple):
 
 
 class FileStamp(NamedTuple):
-    """What one file of a dataset holds, as a reader opened it (``FileReader.file_stamp``):
-    its size and the CRC-32 its header stores of its sample tables (which hold every
-    sample's CRC-32; 0 in an old writer's file). A file replaced by other data has another
-    stamp; telling them apart costs no read."""
+    """What one file of a dataset holds, as a reader opened it (``FileReader.file_stamp``)
+    and as a dataset's manifest records it: its size, the sample count its header stores
+    and the CRC-32 the header stores of its sample tables (which hold every sample's CRC-32;
+    0 in an old writer's file). A file replaced by other data has another stamp; telling
+    them apart costs no read."""
 
     file_bytes: int
+    stored_samples: int
     header_checksum: int
 
 
@@ -138,7 +140,7 @@ class FileDescription:
         read: the same file, or a copy of it, has the same stamp; a replaced one another.
 
         >>> r.file_stamp()                              # doctest: +SKIP
-        FileStamp(file_bytes=4412, header_checksum=2781476043)
+        FileStamp(file_bytes=4412, stored_samples=25, header_checksum=2781476043)
         """
         return self._stamps[self._file_index(k)]
 

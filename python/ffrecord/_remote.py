@@ -18,7 +18,7 @@ import ctypes
 import json
 import math
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _lib, _paths
 from .errors import clean_up_after
@@ -148,6 +148,38 @@ def list_dir(url: str, options: dict[str, Any] | None) -> list[str]:
     dll = _lib.current().dll
     text = _lib.copy_text(dll.ffr_list, url.encode(), encode_options(options)).decode("utf-8")
     return text.splitlines()
+
+
+class ObjectVersion(NamedTuple):
+    """An object as a listing describes it: what ``pinned`` pins a read to."""
+
+    size: int
+    etag: str  #: "" when the store gives none
+
+
+# First buffer for a listing: ~1,000 objects, so that a listing is not sent again for room.
+_LISTING_CAPACITY = 64 << 10
+
+
+def list_objects(url: str, options: dict[str, Any] | None) -> tuple[dict[str, ObjectVersion], int]:
+    """The objects directly under the s3:// prefix ``url`` (not its "sub-directories"), by
+    name, and the requests the listing took (one per 1,000 objects)."""
+    dll = _lib.current().dll
+    encoded, capacity, requests = encode_options(options), _LISTING_CAPACITY, 0
+    while True:
+        buf, needed, listed = ctypes.create_string_buffer(capacity), ctypes.c_size_t(), ctypes.c_uint64()
+        status = dll.ffr_list_objects(url.encode(), encoded, buf, capacity, ctypes.byref(needed),
+                                      ctypes.byref(listed))
+        requests += listed.value
+        if status != _lib.E_SHORTBUF or needed.value < capacity:
+            break
+        capacity = needed.value + 1
+    _lib.check(status)
+    objects = {}
+    for line in buf.value.decode("utf-8").splitlines():
+        name, size, etag = line.split("\t")
+        objects[name] = ObjectVersion(int(size), etag)
+    return objects, requests
 
 
 def dataset_urls(url: str, options: dict[str, Any] | None) -> list[str]:

@@ -214,10 +214,11 @@ def _parser() -> argparse.ArgumentParser:
     text.add_argument("--shard-docs", type=_positive_int, default=100_000,
                       help="documents per shard, the unit of resumption (default: 100000)")
     text.add_argument("-v", "--verbose", action="store_true", help="show progress")
-    from .cli_dataset import add_converters, add_show_and_view
+    from .cli_dataset import add_converters, add_show_and_view, add_version_commands
 
     add_converters(kinds, _EXIT_HELP)
     add_show_and_view(command)
+    add_version_commands(command)
     return parser
 
 
@@ -309,10 +310,14 @@ def _summarize_dataset(path: str) -> Dict:
 def _dataset_types(path: str, kind: Optional[str]) -> List[str]:
     """The type names of a dataset's fields, so that the CLI can choose decoders needing
     none of the user's codecs."""
+    from .dataset import manifest
     from .dataset.reader import shard_directories
     from .dataset.spec import read_spec
 
     folder = _remote.as_path(path)
+    loaded = manifest.load(folder)
+    if loaded is not None:  # its fields may have grown since the shards' spec.json
+        return [field.type for field in loaded.manifest.fields.values()]
     first = folder if kind == "dataset" else shard_directories(folder)[0]
     return [field.type for field in read_spec(first)[0].values()]
 

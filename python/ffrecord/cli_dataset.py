@@ -1,7 +1,8 @@
 """The ``ffrecord`` commands for structured datasets: ``convert KIND`` (from other dataset
-formats, see ``ffrecord.converters``), ``show`` (datapoints in the terminal) and ``view``
-(a local page to browse them). ``ffrecord.cli`` registers them and maps their errors to
-its exit statuses."""
+formats, see ``ffrecord.converters``), ``show`` (datapoints in the terminal), ``view`` (a
+local page to browse them), and ``index``, ``versions`` and ``vacuum`` (a dataset's
+manifest, see ``ffrecord.dataset.grow``). ``ffrecord.cli`` registers them and maps their
+errors to its exit statuses."""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def _show(args: argparse.Namespace) -> int:
                 raise _UsageError(f"--out: {args.field!r} is a sequence field; its elements "
                                   "are separate values")
             field_reader = getattr(dataset, "field_reader", None)
-            if field_reader is None:
+            if field_reader is None or getattr(dataset, "shards", 1) != 1:
                 raise _UsageError("--out needs a plain (not sharded) dataset")
             if dataset.fields[args.field].block is not None:  # a column: the value's stored bytes
                 data = dataset.read_columns([indices[0]], [args.field])[args.field][0].tobytes()
@@ -128,4 +129,46 @@ def _view(args: argparse.Namespace) -> int:
     from .viewer import serve
 
     serve(args.dataset, port=args.port, open_browser=args.open)
+    return EXIT_OK
+
+
+def add_version_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
+    index = command("index", _index, "Write version 1 of the manifest of a dataset made before "
+                                     "manifests (or by hand), so that it opens with one read: a "
+                                     "dataset directory, a sharded one, or a directory of parts.")
+    index.add_argument("dataset", metavar="DATASET", help="a dataset directory or s3:// prefix")
+    versions = command("versions", _versions, "List the versions of a dataset: shards, datapoints "
+                                              "and fields of each.")
+    versions.add_argument("dataset", metavar="DATASET")
+    vacuum = command("vacuum", _vacuum, "Delete a dataset's versions but the latest KEEP, and every "
+                                        "file no kept version lists (what killed writers left).")
+    vacuum.add_argument("dataset", metavar="DATASET")
+    vacuum.add_argument("--keep", type=int, default=1, metavar="KEEP", help="versions kept (default: 1)")
+
+
+def _index(args: argparse.Namespace) -> int:
+    from .dataset import index
+
+    print(f"{args.dataset}: version {index(args.dataset)} published")
+    return EXIT_OK
+
+
+def _versions(args: argparse.Namespace) -> int:
+    from . import _remote
+    from .dataset import manifest, versions
+
+    root = _remote.as_path(args.dataset)
+    for number in versions(args.dataset):
+        m = manifest.load(root, number).manifest
+        print(f"version {number}  {m.created}  {len(m.shards):,} shards  {m.length:,} datapoints  "
+              f"fields: {', '.join(f'{n} ({t})' for n, t in m.spec.items())}")
+    return EXIT_OK
+
+
+def _vacuum(args: argparse.Namespace) -> int:
+    from .dataset import vacuum
+
+    done = vacuum(args.dataset, keep=args.keep)
+    print(f"{args.dataset}: deleted versions {done['versions'] or 'none'}, {done['files']:,} "
+          f"files, {done['bytes']:,} bytes")
     return EXIT_OK

@@ -373,6 +373,8 @@ def chunk_bounds(source: Any, chunk_size: int) -> np.ndarray:
             parts.append(chunk_bounds(member, chunk_size)[1:] + offset)
             offset += len(member)
         return np.concatenate(parts)
+    if callable(getattr(source, "chunk_bounds", None)):  # a shard opened when read (its own rule)
+        return np.asarray(source.chunk_bounds(chunk_size), np.int64)
     if callable(getattr(source, "field_reader", None)):  # a structured dataset: its largest field
         names = list(source.fields)
         sizes = [source.field_reader(name).file_info(0).data_bytes for name in names]

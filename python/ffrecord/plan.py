@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import ctypes
 import math
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -73,12 +74,17 @@ class Plan:
     chunks_per_batch: float  #: distinct chunks a batch draws from (shuffle quality)
     chunks_per_batch_full: float  #: the same under a full shuffle
     window_fraction: float  #: share of a node's data one sample can be swapped with
+    #: requests one process makes to open the dataset: its manifest's, when it has one
+    #: (``open_dataset``), else a ``FileReader``'s (a HEAD and a GET per file)
+    open_requests: int = 0
 
     def __str__(self) -> str:
         mib = 1 << 20
         rows = [
             ("dataset", f"{self.samples:,} samples, {self.data_bytes / mib:,.1f} MiB, "
                         f"{self.chunks:,} chunks of <= {self.chunk_size / mib:g} MiB"),
+            ("open", f"{self.open_requests:,} requests per process, {self.open_requests * self.ranks:,} "
+                     "for the job"),
             ("cluster", f"{self.nodes} nodes x {self.ranks // self.nodes} GPUs, batch "
                         f"{self.batch_size} per GPU, epoch ~{self.epoch_seconds:,.0f} s"),
             ("order", f"{self.shuffle} shuffle" + (f", windows of {self.window} chunks"
@@ -143,7 +149,10 @@ def plan(paths: Any, *, nodes: int = 1, gpus_per_node: int = 1, batch_size: int 
                          samples_per_second=samples_per_second, shuffle=shuffle, chunk_size=chunk_size,
                          window=window, cached=cached, cache_limit=cache_limit)
     with FileReader(paths, check_data=False, storage_options=storage_options) as reader:
-        return _plan_open(reader, settings)
+        opening_requests = reader.stats()["requests"]
+        plan_ = _plan_open(reader, settings, opening_requests)
+    manifest = _manifest_requests(paths, storage_options)
+    return plan_ if manifest is None else replace(plan_, open_requests=manifest)
 
 
 def plan_reader(reader: FileReader, *, nodes: int = 1, gpus_per_node: int = 1, batch_size: int = 64,
@@ -154,7 +163,7 @@ def plan_reader(reader: FileReader, *, nodes: int = 1, gpus_per_node: int = 1, b
     return _plan_open(reader, _settings(nodes=nodes, gpus_per_node=gpus_per_node, batch_size=batch_size,
                                         samples_per_second=samples_per_second, shuffle=shuffle,
                                         chunk_size=chunk_size, window=window, cached=cached,
-                                        cache_limit=cache_limit))
+                                        cache_limit=cache_limit), reader.stats()["requests"])
 
 
 def _settings(*, nodes: Any, gpus_per_node: Any, batch_size: Any, samples_per_second: Any, shuffle: Any,
@@ -171,8 +180,9 @@ def _settings(*, nodes: Any, gpus_per_node: Any, batch_size: Any, samples_per_se
                 cached=bool(cached), cache_limit=None if cache_limit is None else _count("cache_limit", cache_limit))
 
 
-def _plan_open(reader: FileReader, settings: dict[str, Any]) -> Plan:
-    """The plan of an epoch over the files ``reader`` has open, with checked ``settings``."""
+def _plan_open(reader: FileReader, settings: dict[str, Any], open_requests: int) -> Plan:
+    """The plan of an epoch over the files ``reader`` has open, with checked ``settings``
+    (``open_requests``: what opening them took)."""
     chunk_size = settings["chunk_size"]
     bounds = reader.chunk_bounds(chunk_size)
     data_bytes = sum(reader.file_info(k).data_bytes for k in range(len(reader.fnames)))
@@ -181,7 +191,7 @@ def _plan_open(reader: FileReader, settings: dict[str, Any]) -> Plan:
     model = dict(settings)
     model["ranks"] = model["nodes"] * model.pop("gpus_per_node")
     return _model(bounds=bounds, chunk_bytes=sizes, seeded=seeded, opening_bytes=opening, data_bytes=data_bytes,
-                  **model)
+                  open_requests=open_requests, **model)
 
 
 def _chunk_bytes(reader: FileReader, bounds: np.ndarray) -> np.ndarray:
@@ -221,8 +231,20 @@ def _with_headers(reader: FileReader, bounds: np.ndarray, chunk_bytes: np.ndarra
     return seeded, opening
 
 
+def _manifest_requests(paths: Any, storage_options: dict[str, Any] | None) -> int | None:
+    """The requests opening the manifest of the dataset at ``paths`` takes, when it is
+    one dataset's directory with a manifest."""
+    from . import _remote
+    from .dataset import manifest
+
+    if not isinstance(paths, (str, os.PathLike)):
+        return None
+    loaded = manifest.load(_remote.as_path(paths, storage_options))
+    return None if loaded is None else loaded.requests
+
+
 def _model(*, bounds: np.ndarray, chunk_bytes: np.ndarray, seeded: np.ndarray, opening_bytes: int,
-           chunk_size: int, data_bytes: int,
+           open_requests: int, chunk_size: int, data_bytes: int,
            nodes: int, ranks: int, batch_size: int, samples_per_second: float, shuffle: str,
            window: int, cache_limit: int | None, cached: bool) -> Plan:
     # The chunk-aware order is ffrecord.order.ChunkShuffle with one canonical partition per
@@ -274,7 +296,7 @@ def _model(*, bounds: np.ndarray, chunk_bytes: np.ndarray, seeded: np.ndarray, o
                 gets_per_second=node_gets * nodes / epoch_seconds if epoch_seconds else 0.0,
                 cache_streaming=cache_streaming, cache_warm=cache_warm,
                 chunks_per_batch=per_batch, chunks_per_batch_full=full,
-                window_fraction=window_fraction)
+                window_fraction=window_fraction, open_requests=open_requests)
 
 
 def print_plan(paths: Any, **kw: Any) -> Plan:

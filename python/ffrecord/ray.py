@@ -41,7 +41,7 @@ from ray.data import Datasink, Datasource, ReadTask
 from ray.data.block import Block, BlockAccessor, BlockMetadata
 
 from . import _paths
-from .dataset import DatasetWriter, dataset_kind, open_dataset
+from .dataset import DatasetWriter, dataset_kind, grow, open_dataset
 from .dataset.reader import parse_mask
 from .converters._runner import Staging, refuse_taken
 from .dataset.spec import parse_spec
@@ -135,7 +135,7 @@ class FFRecordDatasink(Datasink):
             else:
                 shutil.rmtree(target, ignore_errors=True)  # an earlier attempt of this task
                 with DatasetWriter(target, self.spec, self.encoders, length=count,
-                                   durable=self.durable) as writer:
+                                   durable=self.durable, manifest=False) as writer:
                     for _ in range(count):
                         writer.append(next(rows))
             written.append((ctx.task_idx, k, count))
@@ -178,13 +178,15 @@ class FFRecordDatasink(Datasink):
         staging.keep_only(f".{name}" for name in final)  # what an interrupted attempt left
         for name in final:
             os.rename(self.staging / f".{name}", self.staging / name)
+        grow.index(self.staging, durable=self.durable)  # its manifest, moved with it
         staging.publish(self.path, durable=self.durable)
 
     def _write_empty(self, target: Path) -> None:
         if self.spec is None:
             FileWriter(target, 0, compression=self.compression, durable=self.durable).close()
         else:
-            DatasetWriter(target, self.spec, self.encoders, length=0, durable=self.durable).close()
+            DatasetWriter(target, self.spec, self.encoders, length=0, durable=self.durable,
+                          manifest=False).close()
 
     def on_write_failed(self, error: Exception) -> None:
         Staging(self.staging).discard()

@@ -25,6 +25,7 @@ from ._paths import PathLike
 from ._progress import ProgressBar
 from .errors import clean_up_after
 from .converters import _runner
+from .dataset import grow
 from .writer import FileWriter
 
 __all__ = ["dump"]
@@ -52,6 +53,10 @@ def dump(
     worker processes; ``FileReader(fname)`` reads them back as one dataset in the original
     order. Each file appears only when complete; if anything fails, every part of this dump is
     removed and the first error is raised, so a failed dump never looks like a valid dataset.
+    A dump in parts then publishes a version of the folder's manifest (``_manifest/``: its
+    parts, their sample counts and versions; see ``ffrecord.dataset.manifest``), the next one
+    when the folder had one: ``ffrecord.dataset.open_dataset(fname)`` reads it as a dataset
+    of one field, ``bytes``.
 
     Args:
         dataset: any object with ``len()`` and ``[i]`` returning a bytes-like sample (bytes,
@@ -92,14 +97,23 @@ def dump(
         with _claim_prefix(os.fsdecode(fname), nfiles, storage_options) as claim:
             staging = _remote.Staging(os.fsdecode(fname))
             try:
-                dump(dataset, staging.path, nfiles, verbose, compression=compression,
-                     max_workers=max_workers, start_method=start_method, durable=durable)
+                _dump(dataset, staging.path, nfiles, verbose, compression=compression,
+                      max_workers=max_workers, start_method=start_method, durable=durable, staged=True)
                 if claim is not None:  # parts go up only while the prefix is still this dump's
                     claim.check()
                 _upload_dump(staging.path, os.fsdecode(fname), nfiles, storage_options)
             finally:
                 staging.discard()
         return
+    _dump(dataset, fname, nfiles, verbose, compression=compression, max_workers=max_workers,
+          start_method=start_method, durable=durable, staged=False)
+
+
+def _dump(dataset: Sequence[Any], fname: PathLike, nfiles: int, verbose: bool, *,
+          compression: Optional[str], max_workers: Optional[int], start_method: Optional[str],
+          durable: bool, staged: bool) -> None:
+    """``dump`` to a local path; a dump in parts publishes its manifest unless ``staged``
+    (for an upload, which publishes the uploaded parts')."""
     n = len(dataset)
     options = {"compression": compression, "durable": durable}  # for each FileWriter
     if nfiles == 1:
@@ -115,6 +129,8 @@ def dump(
     try:
         with ProgressBar(n, verbose) as bar:
             _runner.run_tasks(_Dump(dataset, options), tasks, workers, bar, method)
+        if parts and not staged:
+            grow.publish_parts(grow.Root(fname), durable=durable)
     except BaseException as exc:
         for path in parts:  # each tried; a failure is a note on the dump's error
             clean_up_after(exc, functools.partial(path.unlink, missing_ok=True))
@@ -173,6 +189,12 @@ def _upload_dump(local: str, url: str, nfiles: int, storage_options: Optional[di
         return
     pairs = [(p, _remote.join(url, os.path.basename(p))) for p in _paths.dataset_files(local)]
     _remote.upload_all(pairs, storage_options)
+    try:
+        grow.publish_parts(grow.Root(url, storage_options), local)
+    except BaseException:
+        for _, part in pairs:
+            _remote.remove(part, storage_options)
+        raise
 
 
 def _split(n: int, nfiles: int) -> List[Tuple[int, int]]:

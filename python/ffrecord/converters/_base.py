@@ -27,6 +27,7 @@ import numpy as np
 from .. import _extras
 from .._paths import PathArg
 from .._progress import ProgressBar
+from ..dataset import grow
 from ..dataset.errors import CodecError, CorruptDatasetError, IncompleteDatasetError
 from ..dataset.reader import DatasetReader
 from ..dataset.spec import COMPRESSIONS, parse_spec, read_spec
@@ -185,7 +186,9 @@ def run(source: Source, destination: PathArg, *, workers: int | None = None, pro
         tasks = [(staging.path / names[k], units[k], counts[k], identities[names[k]])
                  for k in range(len(units)) if k not in done]
         written = run_tasks(_Job(source, spec), tasks, workers or os.cpu_count() or 1, bar)
-    staging.publish(destination, names[0] if source.plain(units) else None)
+    plain = source.plain(units)
+    grow.index(staging.path / names[0] if plain else staging.path)  # its manifest, moved with it
+    staging.publish(destination, names[0] if plain else None)
     return sum(done.values()) + sum(written)
 
 
@@ -223,7 +226,7 @@ class _Job:
               advance: Callable[[int], Any], cancelled: Callable[[], bool]) -> int:
         source = self.source
         with DatasetWriter(shard, self.spec, source.encoders, length=count,
-                           metadata=source.metadata) as writer:
+                           metadata=source.metadata, manifest=False) as writer:
             batches = source.read_columns(unit)
             for columns in batches or ():
                 try:

@@ -29,9 +29,12 @@ from .errors import (CodecError, CorruptDatasetError, DatapointError, DatasetCha
                      DatasetError, IncompleteDatasetError, MaskError, MissingDependencyError,
                      SequenceRangeError, SpecError, UnsupportedVersionError)
 from .arrow_import import from_arrow
+from .grow import add_field, index, vacuum, versions
 from .mixture import Mixture
+from .open_files import max_open_files, set_max_open_files
 from .reader import DatasetReader, Readable, ShardedDatasetReader
 from .spec import SPEC_FILE
+from .versioned import NoManifestError, VersionedReader
 from .writer import DatasetWriter, ShardedDatasetWriter
 
 __all__ = [
@@ -40,7 +43,8 @@ __all__ = [
     "DatasetReader", "DatasetWriter", "IncompleteDatasetError", "MaskError",
     "MissingDependencyError", "Mixture", "Readable", "SequenceRangeError",
     "ShardedDatasetReader", "ShardedDatasetWriter", "SpecError", "UnsupportedVersionError",
-    "dataset_kind", "from_arrow", "open_dataset",
+    "VersionedReader", "add_field", "dataset_kind", "from_arrow", "index", "max_open_files", "open_dataset",
+    "set_max_open_files", "vacuum", "versions",
 ]
 
 
@@ -66,8 +70,17 @@ def dataset_kind(path: Any, storage_options: dict[str, Any] | None = None) -> st
     return None
 
 
-def open_dataset(path: Any, decoders: Any = None, **options: Any) -> Readable:
-    """A ``DatasetReader`` or ``ShardedDatasetReader`` for ``path``, whichever it holds."""
+def open_dataset(path: Any, decoders: Any = None, *, version: int | None = None,
+                 **options: Any) -> Readable:
+    """The dataset at ``path``: from its manifest when it has one (a ``VersionedReader`` of
+    version ``version``, by default the latest: one small read to open, whatever the
+    number of shards), else a ``DatasetReader`` or ``ShardedDatasetReader``, whichever it
+    holds (``version`` needs a manifest). ``options`` as for those readers."""
+    try:
+        return VersionedReader(path, decoders, version=version, **options)
+    except NoManifestError:
+        if version is not None:
+            raise
     kind = dataset_kind(path, options.get("storage_options"))
     if kind == "sharded":
         return ShardedDatasetReader(path, decoders, **options)

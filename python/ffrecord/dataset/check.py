@@ -1,6 +1,8 @@
 """What ``ffrecord verify`` checks in a structured dataset beyond each file's samples: its
 ``spec.json``, that every field file is there and holds the datapoint count the spec
-states, that shards agree, and every sequence sample's element table.
+states, that shards agree, every sequence sample's element table, and, when it has a
+manifest, that its latest version reads and that every file it lists is there, as recorded
+(those of fields added since the shards' ``spec.json`` are checked sample by sample too).
 
 >>> import tempfile, os
 >>> from ffrecord import FileReader
@@ -12,8 +14,9 @@ states, that shards agree, and every sequence sample's element table.
 >>> [os.path.basename(f) for f in found.files], found.problems
 (['n.ffr', 's.ffr'], [])
 >>> os.remove(os.path.join(path, "n.ffr"))
->>> survey(path).problems  # doctest: +ELLIPSIS
-["...ds: field 'n': n.ffr is missing"]
+>>> problems = survey(path).problems  # missing for spec.json, and for the manifest
+>>> problems[0].endswith("ds: field 'n': n.ffr is missing"), "listed by version 1 of the manifest" in problems[1]
+(True, True)
 >>> with FileReader(os.path.join(path, "s.ffr"), check_data=False) as reader:
 ...     list(table_damage(reader, skip=set()))
 []
@@ -84,7 +87,41 @@ def survey(path: Any, storage_options: dict[str, Any] | None = None) -> Survey:
             problem = _count_problem(file, f, length, storage_options)
             if problem:
                 found.problems.append(problem)
+    _check_manifest(root, found, storage_options)
     return found
+
+
+def _check_manifest(root: Any, found: Survey, storage_options: dict[str, Any] | None) -> None:
+    """The latest version of the manifest, if any: it reads, and each file it lists is the
+    one it recorded."""
+    from . import manifest
+
+    try:
+        loaded = manifest.load(root)
+    except (DatasetError, CorruptFileError, OSError) as exc:
+        found.problems.append(str(exc))
+        return
+    if loaded is None:
+        return
+    m = loaded.manifest
+    listed = set(found.files)
+    for k in range(len(m.shards)):
+        entry = m.entry(k)
+        for name, f in m.fields.items():
+            file = root / m.path(k, name)
+            recorded = entry.files[name]
+            try:
+                seen = manifest.describe(file, storage_options)
+            except (CorruptFileError, OSError, ValueError) as exc:
+                found.problems.append(f"{file}: listed by version {m.version} of the manifest: {exc}")
+                continue
+            if not recorded.matches(seen.stamp):
+                found.problems.append(f"{file}: not the file version {m.version} of the manifest lists "
+                                      f"({recorded.mismatch(seen.stamp)})")
+            if str(file) not in listed:
+                found.files.append(str(file))
+                if f.sequence:
+                    found.sequence_files.append(str(file))
 
 
 def _count_problem(file: Any, spec_field: Any, length: int,

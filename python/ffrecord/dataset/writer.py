@@ -16,7 +16,8 @@ from .. import _remote
 from .._progress import ProgressBar
 from ..errors import clean_up_after
 from ..writer import ClosesOrAborts, FileWriter
-from . import bulk, codecs, columns, sequence
+from . import bulk, codecs, columns, grow, sequence
+from . import manifest as manifests
 from .claim import Claim, RemoteClaim
 from .errors import CodecError, DatapointError
 from .spec import SPEC_FILE, Field, completed_meanwhile, parse_spec, sync_directory, write_spec
@@ -45,6 +46,11 @@ class DatasetWriter(ClosesOrAborts):
     place, where an unknown count stages the data and copies it behind the header at
     ``close`` (one more pass over the data on disk).
 
+    ``close()`` publishes version 1 of the dataset's manifest (``_manifest/``, see
+    ``ffrecord.dataset.manifest``) after ``spec.json``: ``open_dataset`` then opens the
+    dataset with one read. ``manifest=False`` leaves it out, for a directory that is a shard
+    of a larger dataset whose manifest lists it (``ShardedDatasetWriter``, converters).
+
     ``metadata`` (a JSON-serialisable dict, e.g. class names) is stored in ``spec.json`` and
     read back as ``reader.metadata``; ``progress=True`` shows a bar (rate, and with
     ``length`` an ETA) on stderr. ``durable=False`` skips the fsync of each field file at ``close()`` (scratch datasets:
@@ -65,14 +71,19 @@ class DatasetWriter(ClosesOrAborts):
     ...     writer.append({"text": "hi", "tokens": [7, 8]})
     0
     >>> len(writer), sorted(os.listdir(path))
-    (1, ['spec.json', 'text.ffr', 'tokens.ffr'])
+    (1, ['_manifest', 'spec.json', 'text.ffr', 'tokens.ffr'])
     """
 
     def __init__(self, directory: Any, spec: Mapping[str, str],
                  encoders: Mapping[str, Callable] | None = None, *, length: int | None = None,
                  storage_options: dict[str, Any] | None = None,
                  metadata: Mapping[str, Any] | None = None, progress: bool = False,
-                 durable: bool = True, block_bytes: int = columns.BLOCK_BYTES) -> None:
+                 durable: bool = True, block_bytes: int = columns.BLOCK_BYTES, manifest: bool = True) -> None:
+        self.entry: manifests.ShardEntry | None = None  # what close() wrote, for a manifest
+        self.durable = bool(durable)
+        self._publishes = bool(manifest)
+        self._spec_made: os.stat_result | None = None  # the spec.json close() wrote
+        self._uploaded: list[str] = []  # what close() uploaded and published (spec.json first)
         self._writers: dict[str, FileWriter | columns.ColumnWriter] = {}
         self._placed: dict[str, os.stat_result] = {}  # field files this writer moved into place
         self._staging: str | None = None
@@ -126,6 +137,9 @@ class DatasetWriter(ClosesOrAborts):
             self._claim = Claim(self.directory)
         if os.path.lexists(self.directory / SPEC_FILE):
             raise FileExistsError(f"{self.directory}: already holds a dataset ({SPEC_FILE})")
+        if self._publishes and manifests.versions(self.directory)[0]:
+            raise FileExistsError(f"{self.directory}: already holds a dataset (versions in "
+                                  f"{manifests.MANIFEST_DIR}/)")
 
     @property
     def spec(self) -> dict[str, str]:
@@ -205,19 +219,8 @@ class DatasetWriter(ClosesOrAborts):
             extra = next(key for key in datapoint if key not in self._fields)
             raise DatapointError(f"datapoint {index} has field {extra!r}, which is not in the spec "
                                  f"({', '.join(self._fields)})", field=extra, index=index)
-        return {name: self._encode_field(field, datapoint[name], index)
+        return {name: encode_value(field, self._encoders[name], datapoint[name], index)
                 for name, field in self._fields.items()}
-
-    def _encode_field(self, field: Field, value: Any, index: int) -> bytes:
-        encode = self._encoders[field.name]
-        if not field.sequence:
-            return _checked(encode, value, field, index, None)
-        if isinstance(value, (str, bytes, bytearray, memoryview, Mapping)) or not hasattr(value, "__len__"):
-            raise DatapointError(
-                f"datapoint {index}, field {field.name!r} ({field.spec}): a sequence field takes a "
-                f"list of elements, not {type(value).__name__}", field=field.name, index=index)
-        return sequence.pack([_checked(encode, element, field, index, k)
-                              for k, element in enumerate(value)])
 
     def attach(self, name: str) -> Path:
         """The path of a companion file ``name`` (not a field: e.g. an index over one) that
@@ -245,13 +248,30 @@ class DatasetWriter(ClosesOrAborts):
                 for future in [pool.submit(self._place, name) for name in self._writers]:
                     future.result()
             write_spec(self.directory, self._fields, self._length, self.metadata)
+            self._spec_made = os.stat(self.directory / SPEC_FILE)
+            name = (self.url.rstrip("/").rsplit("/", 1)[-1] if self.url else self.directory.name)
+            self.entry = manifests.ShardEntry(name, self._length, self._described())
             if self.url is not None:
                 self._upload()
+                self.entry = self.entry._replace(files=manifests.with_etags(
+                    self.entry.files, self.url, self.storage_options))
+            if self._publishes:
+                self._publish_manifest()
         except BaseException as exc:
             clean_up_after(exc, self._discard)
             raise
         self._finished = True
         self._release()
+
+    def _described(self) -> dict[str, manifests.FileVersion]:
+        """Each field's file as a manifest records it."""
+        return {name: manifests.describe(self.directory / field.file) for name, field in self._fields.items()}
+
+    def _publish_manifest(self) -> None:
+        """Publishes version 1 of the dataset's manifest: one shard, this directory."""
+        root = _remote.as_path(self.url or self.directory, self.storage_options)
+        first = manifests.Manifest.build(1, self._fields, self.metadata, [self.entry._replace(name="")])
+        manifests.publish(root, first, self.durable)
 
     def _place(self, name: str) -> None:
         """Closes one field's writer (moving its file into place) and notes what it made."""
@@ -281,6 +301,7 @@ class DatasetWriter(ClosesOrAborts):
             clean_up_after(exc, lambda: _remote.remove_if_holds(spec_url, self.storage_options, spec))
             clean_up_after(exc, lambda: _remote.remove_all(uploaded, self.storage_options))
             raise
+        self._uploaded = [spec_url, *uploaded]
 
     def abort(self) -> None:
         """Discards everything written; a directory this writer created is removed when
@@ -305,6 +326,10 @@ class DatasetWriter(ClosesOrAborts):
                     writer.abort()
             for name in self._attached:  # written by the caller while this writer held the claim
                 (self.directory / name).unlink(missing_ok=True)
+            if self._spec_made is not None:  # the manifest could not be published after it
+                _remove_if_same(self.directory / SPEC_FILE, self._spec_made)
+            if self._uploaded:  # published, but the manifest could not be after it
+                _remote.remove_all(self._uploaded, self.storage_options)
             if self._staging is None and self._claim is not None:
                 sync_directory(self.directory)
         finally:  # the claim is given up whatever failed above
@@ -329,6 +354,19 @@ class DatasetWriter(ClosesOrAborts):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url or str(self.directory)!r}, {self.spec}) n={self._length}"
+
+
+def encode_value(field: Field, encode: Callable, value: Any, index: int) -> bytes:
+    """``value`` of ``field`` in datapoint ``index`` encoded by ``encode`` (each element of a
+    sequence, then the sequence packed); ``DatapointError`` or ``CodecError`` naming them."""
+    if not field.sequence:
+        return _checked(encode, value, field, index, None)
+    if isinstance(value, (str, bytes, bytearray, memoryview, Mapping)) or not hasattr(value, "__len__"):
+        raise DatapointError(
+            f"datapoint {index}, field {field.name!r} ({field.spec}): a sequence field takes a "
+            f"list of elements, not {type(value).__name__}", field=field.name, index=index)
+    return sequence.pack([_checked(encode, element, field, index, k)
+                          for k, element in enumerate(value)])
 
 
 def _checked(encode: Callable, value: Any, field: Field, index: int, element: int | None) -> bytes:
@@ -381,6 +419,19 @@ class ShardedDatasetWriter(ClosesOrAborts):
     together): each shard's count follows, and shards are written in place (see
     ``DatasetWriter``).
 
+    ``close()`` publishes version 1 of the dataset's manifest (``_manifest/``): with
+    several writers, the last of them to close does, once every one has closed. A
+    directory holding a dataset with a manifest is refused (``FileExistsError``).
+
+    ``mode="append"`` grows the dataset with a manifest at ``directory`` instead: the shards
+    written follow its existing ones, and ``close()`` publishes the next version (readers
+    opened before keep reading theirs). One appender at a time (a second one, or any other
+    writer of the directory, gets ``FileExistsError`` naming the holder); ``spec`` must be
+    the dataset's, ``length`` counts the datapoints appended, ``shardstart``/``shardstep``
+    stay 0 and 1. ``abort()``, or an exception in the ``with`` block, publishes nothing and
+    removes the shards written; shards left by an appender that was killed are removed by
+    the next writer to claim the directory (see ``ffrecord.dataset.grow``).
+
     ``directory`` may be an ``s3://bucket/prefix/`` URL (with ``storage_options``): each
     shard is staged locally and uploaded, all or nothing, when it is complete (see
     ``DatasetWriter``), so the staging disk holds one shard at a time. ``durable=False``
@@ -392,14 +443,18 @@ class ShardedDatasetWriter(ClosesOrAborts):
     ...     for k in range(5):
     ...         _ = writer.append({"n": k})
     >>> sorted(os.listdir(path)), writer.shards
-    (['000000', '000001', '000002'], 3)
+    (['000000', '000001', '000002', '_manifest'], 3)
     """
 
     def __init__(self, directory: Any, spec: Mapping[str, str],
                  encoders: Mapping[str, Callable] | None = None, shardlen: int | None = None,
                  shardstart: int = 0, shardstep: int = 1, *, length: int | None = None,
                  storage_options: dict[str, Any] | None = None, durable: bool = True,
-                 block_bytes: int = columns.BLOCK_BYTES) -> None:
+                 block_bytes: int = columns.BLOCK_BYTES, mode: str = "w") -> None:
+        if mode not in ("w", "append"):
+            raise ValueError(f"mode must be 'w' (a new dataset) or 'append', not {mode!r}")
+        if mode == "append" and (shardstart, shardstep) != (0, 1):
+            raise ValueError("one appender at a time: mode='append' takes no shardstart/shardstep")
         if shardlen is not None and shardlen < 1:
             raise ValueError(f"shardlen must be at least 1, got {shardlen}")
         if shardstart < 0 or shardstep < 1:
@@ -418,12 +473,22 @@ class ShardedDatasetWriter(ClosesOrAborts):
         self.shardlen = shardlen
         self.length = length
         self._next_shard = shardstart
-        self.shardstep = shardstep
+        self.shardstart, self.shardstep = shardstart, shardstep
         self._writer: DatasetWriter | None = None
         self._done_shards = self._done_length = self._done_size = 0
         self._closed = False
-        if isinstance(self.directory, Path):
+        self.mode = mode
+        self._entries: list[manifests.ShardEntry] = []  # the shards this writer completed
+        if isinstance(self.directory, Path) and mode == "w":
             self.directory.mkdir(parents=True, exist_ok=True)
+        root = grow.Root(self.directory)
+        self._appending: grow.Appending | None = None
+        if mode == "append":
+            self._appending = grow.Appending(root, self._fields)
+            self._next_shard = self._appending.first
+        else:
+            grow.refuse_versioned(self.directory)
+        self._first = self._next_shard - shardstart  # the number of this writer set's first shard
 
     @property
     def spec(self) -> dict[str, str]:
@@ -480,7 +545,8 @@ class ShardedDatasetWriter(ClosesOrAborts):
                 self._writer = DatasetWriter(self.directory / shard_name(self._next_shard), self.spec,
                                              self._encoders, length=self._shard_length(self._next_shard),
                                              storage_options=self.storage_options,
-                                             durable=self.durable, block_bytes=self.block_bytes)
+                                             durable=self.durable, block_bytes=self.block_bytes,
+                                             manifest=False)
             except FileExistsError as exc:
                 raise FileExistsError(f"{exc}: shard {self._next_shard} is another writer's (do two "
                                       "writers have overlapping shardstart/shardstep?)") from None
@@ -492,7 +558,7 @@ class ShardedDatasetWriter(ClosesOrAborts):
             return None
         if self.shardlen is None:
             return self.length
-        count = min(self.shardlen, self.length - number * self.shardlen)
+        count = min(self.shardlen, self.length - (number - self._first) * self.shardlen)
         if count <= 0:
             raise ValueError(f"a dataset of length={self.length} in shards of {self.shardlen} has no "
                              f"shard {number}: more datapoints than length")
@@ -501,23 +567,53 @@ class ShardedDatasetWriter(ClosesOrAborts):
     def _finish_shard(self) -> None:
         writer, self._writer = self._writer, None
         writer.close()
+        self._entries.append(writer.entry)
         self._done_shards += 1
         self._done_length += len(writer)
         self._done_size += writer.size
         self._next_shard += self.shardstep
 
     def close(self) -> None:
-        """Completes the current shard."""
+        """Completes the current shard, then publishes the manifest's version (see the
+        class)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._writer is not None:
+                self._finish_shard()
+            self._publish()
+        except BaseException:
+            if self._appending is not None:
+                self._appending.discard(self._entries)
+            raise
+        finally:
+            if self._appending is not None:
+                self._appending.release()
+
+    def _publish(self) -> None:
+        root = grow.Root(self.directory)
+        if self._appending is not None:
+            if self._entries:  # nothing appended: no new version
+                self._appending.publish(self._entries, self.durable)
+        elif self.shardstep == 1:
+            if self._entries:
+                manifests.publish(root.path, manifests.Manifest.build(1, self._fields, {}, self._entries),
+                                  self.durable)
+        else:
+            grow.publish_part(root, self._fields, self.shardstart, self.shardstep, self._entries, self.durable)
+
+    def abort(self) -> None:
+        """Discards the current shard; completed shards stay (appending: are removed)."""
         if self._closed:
             return
         self._closed = True
         if self._writer is not None:
-            self._finish_shard()
-
-    def abort(self) -> None:
-        """Discards the current shard; completed shards stay."""
-        self._closed = True
-        if self._writer is not None:
             self._writer.abort()
             self._writer = None
+        if self._appending is not None:
+            try:
+                self._appending.discard(self._entries)
+            finally:
+                self._appending.release()
 

@@ -120,7 +120,7 @@ def load_index(dataset: Any, field: str = "tokens", *,
     stored one when it belongs to the field file as it is now, else one built from the
     field (and saved in place of the stored one when the directory is local and
     writable; a stored index that is dropped is named in an ``FFRecordWarning``)."""
-    reader = dataset if isinstance(dataset, DatasetReader) else None
+    reader = None if isinstance(dataset, (str, bytes, os.PathLike)) else dataset  # an open one
     opened = reader or DatasetReader(dataset, storage_options=storage_options)
     try:
         source = field_source(token_file(opened, field))
