@@ -620,6 +620,9 @@ class DatasetReader(Readable):
         numbers = None if dtype is None else _numbers(buf, starts, ends, dtype)
         if numbers is not None:
             return numbers.tolist()
+        strings = _strings(buf, starts, ends, decode)
+        if strings is not None:
+            return strings
         view = memoryview(buf)
         values = []
         for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
@@ -928,6 +931,25 @@ def _numbers(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, dtype: np.dt
         return None
     in_order = len(buf) == 8 * len(starts) and (starts == np.arange(0, len(buf), 8)).all()
     return np.frombuffer(buf if in_order else _gather(buf, starts, 8), dtype)
+
+
+def _strings(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, decode: Callable) -> list[Any] | None:
+    """The values of a ``bytes`` or ``utf8`` field stored back to back in ``buf`` (a span, a
+    batch), sliced out of one ``bytes`` copy of them: a memoryview per value costs about as
+    much again. None for other decoders, values not back to back, or text that is not UTF-8
+    (the caller's decoding then names the datapoint)."""
+    text = decode is codecs.BUILTIN["utf8"].decode
+    if not (text or decode is bytes) or not len(starts) or not (starts[1:] == ends[:-1]).all():
+        return None
+    lo = int(starts[0])
+    data = buf[lo:int(ends[-1])].tobytes()
+    pairs = zip((starts - lo).tolist(), (ends - lo).tolist())
+    if not text:
+        return [data[s:e] for s, e in pairs]
+    try:
+        return [str(data[s:e], "utf-8") for s, e in pairs]
+    except UnicodeDecodeError:
+        return None
 
 
 def _gather(buf: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
