@@ -87,7 +87,7 @@ func (r *Reader) spanOffsets(start, count uint64, offsets []uint64, cur **batchI
 	return pieces, nil
 }
 
-// pieceOffsets fills offsets[p.at+1 .. p.at+p.count] and p.off. The samples of a file without
+// pieceOffsets fills offsets[p.at+1 .. p.at+p.count] (and p.off, for a raw file). The samples of a file without
 // an extension record are their stored bytes, so their offsets are the header's, taken
 // straight from its table: a sample the header places outside the data area is reported by
 // the same check a batch makes (dataFile.span). Other files' samples are planned one by one.
@@ -97,9 +97,6 @@ func (r *Reader) pieceOffsets(p *spanPiece, offsets []uint64, it *batchItem) err
 		for k := range p.count {
 			if err := r.plan(it, f, p.first+k, p.global-p.first); err != nil {
 				return err
-			}
-			if k == 0 {
-				p.off = it.off
 			}
 			end := offsets[p.at+k] + it.size
 			if end < it.size {
@@ -157,8 +154,8 @@ func (r *Reader) readPiece(p spanPiece, dst []byte, offsets []uint64, cur **batc
 	if !r.opts.CheckData {
 		return nil
 	}
-	parts := uint64(runtime.GOMAXPROCS(0))
-	if p.count < parallelChecks || uint64(len(out)) < parallelBytes {
+	parts := min(uint64(runtime.GOMAXPROCS(0)), p.count)
+	if p.count < parallelChecks && uint64(len(out)) < parallelBytes {
 		parts = 1
 	}
 	errs := make([]error, parts)
@@ -177,7 +174,7 @@ func (r *Reader) readPiece(p spanPiece, dst []byte, offsets []uint64, cur **batc
 }
 
 // parallelChecks is the number of samples from which a piece's CRCs are checked on every
-// core (when its bytes are also past parallelBytes): a CRC-32 of a short sample costs about
+// core (as they are from parallelBytes of them): a CRC-32 of a short sample costs about
 // 25 ns here, so a few thousand of them pay for starting goroutines (~20 µs).
 const parallelChecks = 8192
 

@@ -148,3 +148,35 @@ func TestReadSpanBadArguments(t *testing.T) {
 		t.Errorf("closed: %v", err)
 	}
 }
+
+// A run long enough to be checked on every core reads back the samples written, and a
+// damaged sample in any part of it is reported, named as in a short run.
+func TestReadSpanLargeRun(t *testing.T) {
+	rng := rand.New(rand.NewPCG(34, 9))
+	samples := randomSamples(rng, 3*parallelChecks, 64)
+	path := tempPath(t, "large.ffr")
+	writeSamples(t, path, samples, WriterOptions{})
+	r := openReader(t, ReaderOptions{CheckData: true}, path)
+	got, err := readSpan(r, 0, uint64(len(samples)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSamples(t, got, samples)
+	header, _ := headerSize(uint64(len(samples)))
+	for _, bad := range []int{7, len(samples)/2 + 3, len(samples) - 2} {
+		for len(samples[bad]) == 0 {
+			bad++
+		}
+		var at int64
+		for _, s := range samples[:bad] {
+			at += int64(len(s))
+		}
+		flipBit(t, path, int64(header)+at)
+		damaged := openReader(t, ReaderOptions{CheckData: true}, path)
+		_, err := readSpan(damaged, 0, uint64(len(samples)))
+		if !errors.Is(err, ErrChecksum) || !strings.Contains(err.Error(), fmt.Sprintf("%s: sample %d:", path, bad)) {
+			t.Errorf("sample %d damaged: %v", bad, err)
+		}
+		flipBit(t, path, int64(header)+at)
+	}
+}

@@ -81,6 +81,8 @@ def test_runs_read_back_what_was_written(tmp_path: Path, compression: str | None
         for start, stop in [(-1, 2), (3, 2), (0, 61), (61, 61)]:
             with pytest.raises(IndexError, match=rf"samples \[{start}, {stop}\)"):
                 file.read_span(start, stop)
+        with pytest.raises(TypeError):
+            file.read_span(0.5, 3)
 
 
 @pytest.mark.parametrize("compression", [None, "zstd"])

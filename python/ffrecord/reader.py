@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 import warnings
 from collections.abc import Sequence
@@ -188,12 +189,14 @@ class FileReader(ReaderHandle, Verification, FileDescription):
         to back, so the run's part in each uncompressed local file is read by one system
         call and checked (``check_data``) sample by sample in the library, with no work per
         sample here. The buffer and offsets are an Arrow binary array's data and offsets.
-        ``IndexError`` when the run is not within ``[0, len)``.
+        ``IndexError`` when the run is not within ``[0, len]``, ``TypeError`` for bounds that
+        are not integers.
 
         >>> buf, offsets = r.read_span(1, 3)           # doctest: +SKIP
         >>> buf.tobytes(), offsets.tolist()             # doctest: +SKIP
         (b'bbccc', [0, 2, 5])
         """
+        start, stop = operator.index(start), operator.index(stop)
         if not 0 <= start <= stop <= self.n:
             raise IndexError(f"samples [{start}, {stop}) are not within a dataset of {self.n}")
         count = stop - start
