@@ -571,15 +571,19 @@ class DatasetReader(Readable):
                     self._cache[name] = held
         return held
 
-    def _whole(self, field: Field, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The whole samples of ``idx``: a buffer and each sample's start and end in it. A
-        run of consecutive datapoints is read as a span (one system call for the run, no
-        work per sample but its check), any other batch as a batch."""
+    def _whole(self, field: Field, idx: np.ndarray | range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The whole samples of ``idx`` (in range; a ``range`` of step 1 or an array): a
+        buffer and each sample's start and end in it. A run of consecutive datapoints is
+        read as a span (one system call for the run, no work per sample but its check), any
+        other batch as a batch."""
+        if isinstance(idx, range):
+            run, idx = (idx.start, idx.stop), np.arange(idx.start, idx.stop)
+        else:
+            run = scans.run_of(idx)
         if field.name in self._held:
             buf, offsets = self._cached(field.name)
             return buf, offsets[idx], offsets[idx + 1]
-        run = scans.run_of(idx) if len(idx) >= _SPAN_SAMPLES else None
-        if run is not None:
+        if run is not None and run[1] - run[0] >= _SPAN_SAMPLES:
             buf, offsets = self._readers[field.name].read_span(*run)
         else:
             buf, offsets = self._readers[field.name].read_batch(idx.view(np.uint64))
