@@ -367,6 +367,19 @@ int32_t ffr_reader_read_value_range(int64_t handle, uint64_t nvalues, uint64_t w
                                     uint64_t per_block, uint64_t start, uint64_t count, void *dst,
                                     uint64_t dst_len);
 
+/* Reads samples [start, start+count) back to back into dst and sets offsets[0..count]
+ * (count+1 entries): sample start+k is dst[offsets[k] .. offsets[k+1]) — the data and
+ * offsets of an Arrow binary array. The samples of the run that lie in one uncompressed
+ * local file are read by one system call and, with FFR_CHECK_DATA, each checked against its
+ * CRC-32 (a damaged one is FFR_E_CHECKSUM naming its file, its index there and in the
+ * dataset, as ffr_reader_read_batch reports it); compressed and remote files, and readers
+ * opened with FFR_DIRECT, are read as ffr_reader_read_batch reads them. A run past the end
+ * of the dataset is FFR_E_INDEX. When dst_len is smaller than the run's bytes, returns
+ * FFR_E_SHORTBUF with offsets filled and nothing read (dst may be NULL with dst_len 0): the
+ * first call of a caller that does not know the size. */
+int32_t ffr_reader_read_span(int64_t handle, uint64_t start, uint64_t count, void *dst,
+                             uint64_t dst_len, uint64_t *offsets);
+
 /* Reads windows of an item stream, widened to int64, with one ranged read (as
  * ffr_reader_read_ranges): the stream is the items of samples 0..nsamples-1 concatenated
  * (the token ids of tokenized documents, say); sample k's items are little-endian unsigned

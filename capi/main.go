@@ -288,6 +288,13 @@ func ffr_reader_read_value_range(handle C.int64_t, values, width, perBlock, star
 		uint64(perBlock), uint64(start), uint64(count), dst, uint64(dstLen)))
 }
 
+//export ffr_reader_read_span
+func ffr_reader_read_span(handle C.int64_t, start, count C.uint64_t, dst unsafe.Pointer, dstLen C.uint64_t,
+	offsets *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderReadSpan(int64(handle), uint64(start), uint64(count), dst, uint64(dstLen),
+		unsafe.Pointer(offsets)))
+}
+
 //export ffr_reader_read_windows
 func ffr_reader_read_windows(handle C.int64_t, starts *C.ffr_ci64, dataOffsets *C.ffr_cu64, nsamples C.uint64_t,
 	itemSize C.uint32_t, separator C.int64_t, blocks *C.ffr_cu64, n C.uint64_t, stride, width C.uint64_t,

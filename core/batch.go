@@ -91,41 +91,46 @@ func (r *Reader) ReadBatch(indices []uint64, dst []byte, sizes []uint64) error {
 		return err
 	}
 	defer r.mu.RUnlock()
-	b := getBatch(len(indices))
-	defer putBatch(b)
-
 	var cur *batchItem
 	return withFaultGuard(faultAt(&cur, r.files[0].path), func() error {
-		for k, index := range indices {
-			fk, local, err := r.locate(index)
-			if err != nil {
-				return err
-			}
-			b.items[k] = batchItem{file: r.files[fk], local: local, global: r.starts[fk] + local}
-		}
-		var total uint64
-		for k := range b.items {
-			it := &b.items[k]
-			if k+headerLinesAhead < len(b.items) {
-				r.loadHeaderLines(&b.items[k+headerLinesAhead])
-			}
-			cur = it
-			if err := r.plan(it, it.file, it.local, it.global-it.local); err != nil {
-				return err
-			}
-			it.out = total
-			sizes[k] = it.size
-			if total+it.size < total {
-				return errorf(it.file.path, int64(it.local), ErrCorrupt, "sample size %d overflows the batch", it.size)
-			}
-			total += it.size
-		}
-		if total > uint64(len(dst)) {
-			return fmt.Errorf("%w: %w: the batch needs %d bytes, the buffer has %d",
-				io.ErrShortBuffer, ErrInvalid, total, len(dst))
-		}
-		return r.readInto(b, dst[:total], &cur)
+		return r.readBatch(indices, dst, sizes, &cur)
 	})
+}
+
+// readBatch is ReadBatch once the reader is acquired, inside the fault guard (cur tracks
+// the item in hand).
+func (r *Reader) readBatch(indices []uint64, dst []byte, sizes []uint64, cur **batchItem) error {
+	b := getBatch(len(indices))
+	defer putBatch(b)
+	for k, index := range indices {
+		fk, local, err := r.locate(index)
+		if err != nil {
+			return err
+		}
+		b.items[k] = batchItem{file: r.files[fk], local: local, global: r.starts[fk] + local}
+	}
+	var total uint64
+	for k := range b.items {
+		it := &b.items[k]
+		if k+headerLinesAhead < len(b.items) {
+			r.loadHeaderLines(&b.items[k+headerLinesAhead])
+		}
+		*cur = it
+		if err := r.plan(it, it.file, it.local, it.global-it.local); err != nil {
+			return err
+		}
+		it.out = total
+		sizes[k] = it.size
+		if total+it.size < total {
+			return errorf(it.file.path, int64(it.local), ErrCorrupt, "sample size %d overflows the batch", it.size)
+		}
+		total += it.size
+	}
+	if total > uint64(len(dst)) {
+		return fmt.Errorf("%w: %w: the batch needs %d bytes, the buffer has %d",
+			io.ErrShortBuffer, ErrInvalid, total, len(dst))
+	}
+	return r.readInto(b, dst[:total], cur)
 }
 
 // fetch brings the stored bytes [off, end) of every planned item into memory and sets its
@@ -421,9 +426,15 @@ func (r *Reader) checkSample(it *batchItem, stored []byte) error {
 	if !r.opts.CheckData || it.checked {
 		return nil
 	}
-	if want, got := it.file.checksum(it.local), checksumIEEE(stored); want != got {
-		return sampleError(errorf(it.file.path, int64(it.local), ErrChecksum,
-			"stored 0x%08x, computed 0x%08x", want, got), it.global, it.local)
+	return checkStored(it.file, it.local, it.global, stored)
+}
+
+// checkStored compares the CRC-32 of sample local of f (global in the dataset), as stored,
+// with the header's.
+func checkStored(f *dataFile, local, global uint64, stored []byte) error {
+	if want, got := f.checksum(local), checksumIEEE(stored); want != got {
+		return sampleError(errorf(f.path, int64(local), ErrChecksum,
+			"stored 0x%08x, computed 0x%08x", want, got), global, local)
 	}
 	return nil
 }

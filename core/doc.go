@@ -69,6 +69,17 @@
 // manifest listing a dataset's shards with each field file's size, header digest and ETag,
 // itself a base-format file) is specified in docs/structured-datasets.md.
 //
+// # Spans
+//
+// Reader.ReadSpan reads a run of samples [start, start+count) back to back into the
+// caller's buffer, with each one's start in an offsets array of count+1 entries: the data
+// and offsets of an Arrow binary array. The samples of a file without an extension record
+// are stored back to back, so the run's part in such a file is located by the header's
+// offset table alone (each offset checked as a batch checks it) and read by one system
+// call; with CheckData each sample is then checked against its CRC-32, an error naming it
+// as a batch's does. Compressed and remote files, and a reader in Direct mode, are read
+// sample by sample as by ReadBatch.
+//
 // # Column blocks
 //
 // A column file stores V values of W bytes each (a fixed-size type: an int32, a

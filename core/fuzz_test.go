@@ -9,7 +9,8 @@ import (
 )
 
 // readsStayInside opens raw as a file with and without checks and reads every sample
-// one by one and in one batch, then verifies it. Nothing may panic, and for a file without
+// one by one, in one batch and as one span (which must agree with the batch), then
+// verifies it. Nothing may panic, and for a file without
 // an extension record every sample returned must be exactly the bytes its offsets
 // delimit inside the file, computed here independently.
 func readsStayInside(t *testing.T, dir string, raw []byte) {
@@ -40,7 +41,15 @@ func readsStayInside(t *testing.T, dir string, raw []byte) {
 					check, i, len(got[0]), off, end)
 			}
 		}
-		_, _ = readSamples(r, span(0, min(r.Len(), 2000)))
+		n := min(r.Len(), 2000)
+		batch, batchErr := readSamples(r, span(0, n))
+		spanned, spanErr := readSpan(r, 0, n)
+		if (batchErr == nil) != (spanErr == nil) {
+			t.Fatalf("check=%v: a batch of every sample: %v; their span: %v", check, batchErr, spanErr)
+		}
+		if batchErr == nil {
+			assertSamples(t, spanned, batch)
+		}
 		_, _ = badIndices(r, 0, min(r.Len(), 2000))
 		_ = r.Close()
 	}

@@ -38,12 +38,17 @@ type mappedWindow struct {
 // meanwhile is unaffected: a dropped page of a shared file mapping faults back in from the
 // page cache with the same bytes.
 func (r *Reader) noteLookups(n int) {
-	w := &r.window
-	if !w.boundHeaders || w.touched.Add(uint64(n)*headerTouch) < mappedBudget {
+	r.window.noteHeaderBytes(uint64(n)*headerTouch, r.files)
+}
+
+// noteHeaderBytes records that bytes of the headers of files were mapped, and drops the
+// mapped header pages of every file once the budget is spent.
+func (w *mappedWindow) noteHeaderBytes(bytes uint64, files []*dataFile) {
+	if !w.boundHeaders || w.touched.Add(bytes) < mappedBudget {
 		return
 	}
 	w.touched.Store(0)
-	for _, f := range r.files {
+	for _, f := range files {
 		f.release(0, f.header)
 	}
 }

@@ -128,6 +128,7 @@ _SIGNATURES: dict[str, list[type]] = {
                                c_uint64],
     "ffr_reader_read_value_range": [c_int64, c_uint64, c_uint64, c_uint64, c_uint64, c_uint64,
                                     c_void_p, c_uint64],
+    "ffr_reader_read_span": [c_int64, c_uint64, c_uint64, c_void_p, c_uint64, c_void_p],
     "ffr_reader_file_info": [c_int64, c_uint64, c_void_p, c_uint64],
     "ffr_reader_file_header": [c_int64, c_uint64, c_void_p, c_void_p, c_uint64],
     "ffr_reader_file_stamp": [c_int64, c_uint64, c_void_p],

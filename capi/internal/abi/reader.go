@@ -344,7 +344,29 @@ func ReaderReadValueRange(handle int64, values, width, perBlock, start, count ui
 	return StatusOK
 }
 
-// columnArgs resolves the reader and the destination buffer of the column calls.
+// ReaderReadSpan implements ffr_reader_read_span: samples [start, start+count) back to
+// back into dst, where each begins in offsets (count+1 of them).
+func ReaderReadSpan(handle int64, start, count uint64, dst unsafe.Pointer, dstLen uint64, offsets unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_reader_read_span"
+	r, buf, err := columnArgs(fn, handle, dst, dstLen)
+	if err != nil {
+		return fail(err)
+	}
+	if count == ^uint64(0) {
+		return fail(&callError{StatusInvalid, fmt.Sprintf("%s: count %d is larger than any dataset", fn, count)})
+	}
+	out, err := cArray[uint64](fn, "offsets", offsets, count+1)
+	if err != nil {
+		return fail(err)
+	}
+	if err := r.ReadSpan(start, count, buf, out); err != nil {
+		return fail(err)
+	}
+	return StatusOK
+}
+
+// columnArgs resolves the reader and the destination buffer of the column and span calls.
 func columnArgs(fn string, handle int64, dst unsafe.Pointer, dstLen uint64) (*core.Reader, []byte, error) {
 	r, err := readers.get(fn, handle)
 	if err != nil {

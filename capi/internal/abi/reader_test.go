@@ -689,3 +689,38 @@ func TestReaderFnameUsesUTF8Bytes(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestReaderReadSpan: a run of samples across files comes back as data and offsets equal
+// to a batch of the same samples; a short buffer fills the offsets and reads nothing; bad
+// runs and NULL arrays are refused naming what is wrong.
+func TestReaderReadSpan(t *testing.T) {
+	noLeaks(t)
+	parts := []string{golden("multi/PART_00000.ffr"), golden("multi/PART_00001.ffr"), golden("multi/PART_00002.ffr")}
+	h := openReader(t, FlagCheckData, parts...)
+	var n uint64
+	must(t, func() int32 { return ReaderLen(h, unsafe.Pointer(&n)) })
+	indices := make([]uint64, n)
+	for k := range indices {
+		indices[k] = uint64(k)
+	}
+	want := readBatch(t, h, indices...)
+	offsets := make([]uint64, n+1)
+	expect(t, StatusShortBuf, func() int32 { return ReaderReadSpan(h, 0, n, nil, 0, ptr(offsets)) })
+	dst := bytes.Repeat([]byte{0xEE}, int(offsets[n])-1)
+	expect(t, StatusShortBuf, func() int32 { return ReaderReadSpan(h, 0, n, ptr(dst), uint64(len(dst)), ptr(offsets)) })
+	if bytes.Count(dst, []byte{0xEE}) != len(dst) {
+		t.Error("a short buffer was written to")
+	}
+	dst = make([]byte, offsets[n])
+	must(t, func() int32 { return ReaderReadSpan(h, 0, n, ptr(dst), uint64(len(dst)), ptr(offsets)) })
+	for k := range want {
+		if !bytes.Equal(dst[offsets[k]:offsets[k+1]], want[k]) {
+			t.Fatalf("sample %d of the span differs from the batch's", k)
+		}
+	}
+	must(t, func() int32 { return ReaderReadSpan(h, n, 0, nil, 0, ptr(offsets)) })
+	expect(t, StatusIndex, func() int32 { return ReaderReadSpan(h, 1, n, ptr(dst), uint64(len(dst)), ptr(offsets)) },
+		fmt.Sprintf("samples [1, %d)", n+1))
+	expect(t, StatusInvalid, func() int32 { return ReaderReadSpan(h, 0, 1, ptr(dst), 8, nil) }, "offsets is NULL")
+	expect(t, StatusInvalid, func() int32 { return ReaderReadSpan(h, 0, ^uint64(0), ptr(dst), 8, ptr(offsets)) }, "larger than any")
+}

@@ -120,7 +120,7 @@ def _binary(pa: Any, source: Any, field: Any, idx: range) -> Any:
     text = decode is BUILTIN["utf8"].decode
     if not (text or decode is bytes) or field.block is not None:
         return None
-    buf, starts, ends = source._whole(source.fields[field.name], np.arange(idx.start, idx.stop))
+    buf, starts, ends = source._whole(source.fields[field.name], idx)
     if int(ends[-1]) - int(starts[0]) >= 1 << 31 or not (starts[1:] == ends[:-1]).all():
         return None  # a held field's buffer (every datapoint), or over Arrow's 32-bit offsets
     offsets = (np.append(starts, ends[-1]) - starts[0]).astype(np.int32)

@@ -45,7 +45,7 @@ def getitem(dataset: Readable, key: Any) -> Any:
 def column(dataset: Readable, name: str) -> Any:
     """Field ``name`` of every datapoint, in order: a numpy array for a fixed-size, ``int``
     or ``float`` field, read by one call (``read_columns``); a list for the others, read
-    ``COLUMN_BATCH`` datapoints per call."""
+    ``COLUMN_BATCH`` datapoints per ``read_columns`` call (a run: read as a span)."""
     if name not in dataset.spec:
         raise KeyError(f"no field {name!r} (fields: {', '.join(dataset.spec)})")
     field = parse_spec({name: dataset.spec[name]})[name]
@@ -53,8 +53,7 @@ def column(dataset: Readable, name: str) -> Any:
         return dataset.read_columns(range(len(dataset)), [name])[name]
     values: list[Any] = []
     for start in range(0, len(dataset), COLUMN_BATCH):
-        batch = dataset.read(np.arange(start, min(start + COLUMN_BATCH, len(dataset))), [name])
-        values.extend(d[name] for d in batch)
+        values.extend(dataset.read_columns(range(start, min(start + COLUMN_BATCH, len(dataset))), [name])[name])
     return values
 
 
