@@ -40,7 +40,7 @@ class ReaderHandle:
         self.check_data = bool(check_data)
         self.direct = bool(direct)
         self.storage_options, self._versions = _remote.unpinned(storage_options)
-        _remote.encode_options(self.storage_options)  # a bad option fails before any open
+        _remote.check_options(self.storage_options)  # a bad option fails before any open
         self._closed = True  # until the open succeeds, so __del__ has nothing to do
         self._reopen_lock = threading.Lock()
         self._vouched = vouched
