@@ -27,7 +27,7 @@ from .. import _remote
 from .codecs import BUILTIN as BUILTIN_CODECS
 from .errors import (CodecError, CorruptDatasetError, DatapointError, DatasetChangedError,
                      DatasetError, IncompleteDatasetError, MaskError, MissingDependencyError,
-                     SequenceRangeError, SpecError, UnsupportedVersionError)
+                     MixtureError, SequenceRangeError, SpecError, UnsupportedVersionError)
 from .arrow_import import from_arrow
 from .grow import add_field, index, vacuum, versions
 from .mixture import Mixture
@@ -41,7 +41,7 @@ __all__ = [
     "BUILTIN_CODECS", "CodecError", "CorruptDatasetError", "DatapointError", "DatasetChangedError",
     "DatasetError",
     "DatasetReader", "DatasetWriter", "IncompleteDatasetError", "MaskError",
-    "MissingDependencyError", "Mixture", "Readable", "SequenceRangeError",
+    "MissingDependencyError", "Mixture", "MixtureError", "Readable", "SequenceRangeError",
     "ShardedDatasetReader", "ShardedDatasetWriter", "SpecError", "UnsupportedVersionError",
     "VersionedReader", "add_field", "dataset_kind", "from_arrow", "index", "max_open_files", "open_dataset",
     "set_max_open_files", "vacuum", "versions",

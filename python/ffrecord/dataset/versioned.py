@@ -58,8 +58,9 @@ class ShardSource:
     members, and referring to neither (so that a reader no one holds is collected)."""
 
     def __init__(self, root: Any, manifest: Manifest, decoders: Mapping[str, Callable] | None,
-                 cache_keys: tuple, check_data: bool, storage_options: dict[str, Any] | None) -> None:
-        self.root, self.manifest = root, manifest
+                 cache_keys: tuple, check_data: bool, storage_options: dict[str, Any] | None,
+                 surveyed: bool = False) -> None:
+        self.root, self.manifest, self.surveyed = root, manifest, surveyed
         self.decoders, self.cache_keys, self.check_data = decoders, cache_keys, check_data
         self.storage_options = storage_options
         self.remote = isinstance(root, _remote.RemotePath)
@@ -129,9 +130,10 @@ class ShardReader(DatasetReader):
             info = reader.file_info(0)
             if not version.matches(info.file_bytes, info.stored_samples, info.meta_checksum):
                 found = version.mismatch(info.file_bytes, info.stored_samples, info.meta_checksum)
+                listed = (f"version {self._source.manifest.version} of the dataset lists" if not
+                          self._source.surveyed else "the dataset held when the reader opened it")
                 raise ObjectChangedError(
-                    errno.ESTALE, f"{path}: field {field.name!r} is not the file version "
-                                  f"{self._source.manifest.version} of the dataset lists ({found}): "
+                    errno.ESTALE, f"{path}: field {field.name!r} is not the file {listed} ({found}): "
                                   "it was replaced since")
             if reader.n != self._length:
                 raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} datapoints; "
@@ -280,9 +282,11 @@ class VersionedReader(ShardedDatasetReader):
 
     def _open(self, directory: Any, decoders: Mapping[str, Callable] | None, shardstart: int,
               shardstep: int, cache_keys: Any, version: int | None, check_data: bool,
-              storage_options: dict[str, Any] | None, identity: tuple | None) -> None:
+              storage_options: dict[str, Any] | None, identity: tuple | None,
+              surveyed: Manifest | None = None) -> None:
         """Opens the manifest (``identity``: the file a copy of this reader opened, see
-        ``manifest.load``) and sets the reader up."""
+        ``manifest.load``; ``surveyed``: a dataset without one, as ``grow.survey`` found
+        it) and sets the reader up."""
         if shardstart < 0 or shardstep < 1:
             raise ValueError(f"need shardstart >= 0 and shardstep >= 1, got {shardstart}, {shardstep}")
         if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
@@ -291,13 +295,15 @@ class VersionedReader(ShardedDatasetReader):
         self.directory = _remote.as_path(directory, self.storage_options)
         self.decoders, self.cache_keys, self.check_data = decoders, tuple(cache_keys), bool(check_data)
         self.shardstart, self.shardstep = shardstart, shardstep
-        loaded = manifests.load(self.directory, version, identity)
+        self._surveyed = surveyed
+        loaded = manifests.load(self.directory, version, identity) if surveyed is None else \
+            manifests.Loaded(surveyed, (), 0)
         if loaded is None:
             raise NoManifestError(f"{self.directory}: no manifest ({manifests.MANIFEST_DIR}/): "
                                   "`ffrecord index` writes one")
         self.manifest, self._identity, self._open_requests = loaded
         self._source = ShardSource(self.directory, self.manifest, decoders, self.cache_keys,
-                                   self.check_data, self.storage_options)
+                                   self.check_data, self.storage_options, surveyed is not None)
         numbers = range(len(self.manifest.shards))[shardstart::shardstep]
         if not numbers:
             raise IncompleteDatasetError(f"{self.directory}: no shard {shardstart} among "
@@ -310,9 +316,21 @@ class VersionedReader(ShardedDatasetReader):
         self._finalizer = weakref.finalize(self, READERS.drop, self._source.owner)
 
     @property
-    def version(self) -> int:
-        """The version of the dataset this reader reads."""
-        return self.manifest.version
+    def version(self) -> int | None:
+        """The version of the dataset this reader reads (None for a dataset without a
+        manifest, read as ``open_version`` surveyed it)."""
+        return None if self._surveyed is not None else self.manifest.version
+
+    @property
+    def pin(self) -> tuple[int, tuple] | Manifest:
+        """What opens this same version again (``open_version(pin=...)``): its number and
+        its manifest's identity, or the surveyed manifest of a dataset without one."""
+        return self._surveyed if self._surveyed is not None else (self.version, self._identity)
+
+    def digest(self) -> str:
+        """What the version holds, as ``Manifest.digest`` says it (loader states compare
+        it: no file is opened for it)."""
+        return self.manifest.digest()
 
     @property
     def spec(self) -> dict[str, str]:
@@ -423,8 +441,8 @@ class VersionedReader(ShardedDatasetReader):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _reopen_versioned, (str(self.directory), self.decoders, self.shardstart, self.shardstep,
-                                   self.cache_keys, self.check_data, self.version, self.storage_options,
-                                   self._identity)
+                                   self.cache_keys, self.check_data, self.manifest.version, self.storage_options,
+                                   self._identity, self._surveyed)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({str(self.directory)!r}, version={self.version}, "
@@ -433,10 +451,44 @@ class VersionedReader(ShardedDatasetReader):
 
 def _reopen_versioned(directory: str, decoders: Any, shardstart: int, shardstep: int,
                       cache_keys: tuple, check_data: bool, version: int,
-                      storage_options: dict[str, Any] | None, identity: tuple) -> VersionedReader:
+                      storage_options: dict[str, Any] | None, identity: tuple,
+                      surveyed: Manifest | None = None) -> VersionedReader:
     """A copy of a reader in another process: the same version, its manifest's file checked
-    to be the one the original opened."""
+    to be the one the original opened (a surveyed dataset's files are checked against what
+    the survey found as its shards open)."""
     reader = VersionedReader.__new__(VersionedReader)
     reader._open(directory, decoders, shardstart, shardstep, cache_keys, version, check_data,
-                 storage_options, identity)
+                 storage_options, identity, surveyed)
+    return reader
+
+
+def open_version(directory: Any, *, version: int | None = None, pin: Any = None,
+                 decoders: Mapping[str, Callable] | None = None, cache_keys: Any = (),
+                 check_data: bool = True, storage_options: dict[str, Any] | None = None,
+                 cache_dir: Any = None, cache_limit: int | None = None,
+                 chunk_size: int | None = None) -> VersionedReader:
+    """The dataset at ``directory`` as a ``VersionedReader``, which holds no file until a
+    read touches a shard: version ``version`` (default: the latest) of its manifest, or
+    what a reader's ``pin`` names (the same version again, ``ObjectChangedError`` when its
+    manifest was replaced). A dataset without a manifest (and no ``version``) is surveyed:
+    its ``spec.json`` files and each field file's header are read now (as ``ffrecord
+    index`` would, writing nothing), and its files checked against that as they open."""
+    storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
+    reader = VersionedReader.__new__(VersionedReader)
+    if isinstance(pin, Manifest):
+        reader._open(directory, decoders, 0, 1, cache_keys, None, check_data, storage_options, None, pin)
+        return reader
+    if pin is not None:
+        version, identity = pin
+        reader._open(directory, decoders, 0, 1, cache_keys, version, check_data, storage_options, identity)
+        return reader
+    try:
+        reader._open(directory, decoders, 0, 1, cache_keys, version, check_data, storage_options, None)
+    except NoManifestError:
+        if version is not None:
+            raise
+        from .grow import Root, survey
+
+        surveyed = survey(Root(directory, _remote.unpinned(storage_options)[0]))
+        reader._open(directory, decoders, 0, 1, cache_keys, None, check_data, storage_options, None, surveyed)
     return reader
