@@ -67,6 +67,7 @@ class Mixture(Routed):
         self.members = list(datasets)
         if not self.members:
             raise MixtureError("a mixture needs at least one dataset")
+        self._readable = all(isinstance(m, Readable) for m in self.members)  # else plain sequences
         self.names = _names(names, self.members)
         self._labels = None if names is None else self.names  # the user's names, recorded as given
         self._check_specs()
@@ -186,7 +187,7 @@ class Mixture(Routed):
                 "members": members_identity(self.members, describe, self._labels)}
 
     def read(self, indices: Any, mask: Any = None) -> list[Any]:
-        if all(isinstance(m, Readable) for m in self.members):
+        if self._readable:
             return super().read(indices, mask)
         if mask is not None:  # plain sequences have no fields to select
             raise TypeError("a mask needs structured datasets as members")
@@ -194,7 +195,7 @@ class Mixture(Routed):
         return [self.members[m][i] for m, i in zip(member.tolist(), local.tolist())]
 
     def __getitem__(self, key: Any) -> Any:
-        if all(isinstance(m, Readable) for m in self.members):
+        if self._readable:
             return super().__getitem__(key)
         return self.read([key])[0]
 

@@ -922,16 +922,19 @@ class Routed(Readable):
     member): shards one after another, or a mixture. Reads are grouped by member."""
 
     members: list[Readable]
+    _readable = True  # every member a structured dataset (a mixture's may be plain sequences)
 
     def _route(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
     def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
-        return self._gathered(indices, lambda member, local: member.read(local, mask))
+        # a member asked for one datapoint reads it alone (its fast path: one native call)
+        return self._gathered(indices, lambda member, local: member.read(local, mask),
+                              _one_datapoint if mask is None else None)
 
     def read_columns(self, indices: Any, mask: Any = None) -> dict[str, Any]:
         """Each member's ``read_columns`` of its part of ``indices``, put together."""
-        if not all(isinstance(m, Readable) for m in self.members):
+        if not self._readable:
             return super().read_columns(indices, mask)
         idx = self._indices(indices)
         if not len(idx):  # still checks the mask
@@ -945,20 +948,30 @@ class Routed(Readable):
 
     def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
         """Each member's ``__getitems__`` (see ``DatasetReader.__getitems__``)."""
-        if not all(isinstance(m, Readable) for m in self.members):
+        if not self._readable:
             return self.read(indices)
         return self._gathered(indices, lambda member, local: member.__getitems__(local))
 
-    def _gathered(self, indices: Any, fetch: Callable[[Readable, np.ndarray], list]) -> list[Any]:
-        """The datapoints of ``indices``, ``fetch(member, local indices)`` once per member."""
+    def _gathered(self, indices: Any, fetch: Callable[[Readable, np.ndarray], list],
+                  single: Callable[[Readable, int], Any] | None = None) -> list[Any]:
+        """The datapoints of ``indices``, ``fetch(member, local indices)`` once per member
+        (``single(member, index)`` for a member asked for one datapoint, when given)."""
         idx = self._indices(indices)
         if not len(idx):  # still checks the mask
             return fetch(self.members[0], idx)
         member, local = self._route(idx)
         out: list[Any] = [None] * len(idx)
-        for m in np.unique(member).tolist():
-            where = np.flatnonzero(member == m)
-            for pos, value in zip(where.tolist(), fetch(self.members[m], local[where])):
+        order = np.argsort(member, kind="stable")  # each member's datapoints together, in batch order
+        grouped = member[order]
+        cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
+        members, places, locals_ = self.members, order.tolist(), local.tolist()
+        for a, b in zip([0, *cuts], [*cuts, len(idx)]):
+            m = members[int(grouped[a])]
+            if single is not None and b == a + 1:
+                out[places[a]] = single(m, locals_[places[a]])
+                continue
+            where = order[a:b]
+            for pos, value in zip(where.tolist(), fetch(m, local[where])):
                 out[pos] = value
         return out
 
@@ -986,6 +999,10 @@ class Routed(Readable):
     def file_readers(self) -> list[FileReader]:
         # a mixture's members may be plain sequences, which read no files
         return [r for member in self.members for r in getattr(member, "file_readers", list)()]
+
+
+def _one_datapoint(member: Readable, index: int) -> Any:
+    return member[index]
 
 
 class ShardedDatasetReader(Routed):

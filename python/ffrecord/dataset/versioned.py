@@ -387,15 +387,16 @@ class VersionedReader(ShardedDatasetReader):
         m = bisect.bisect_right(ends, index) if len(ends) > 1 else 0  # scalar: no numpy call
         return self.members[m][index - (ends[m - 1] if m else 0)]
 
-    def _gathered(self, indices: Any, fetch: Callable[[Readable, np.ndarray], list]) -> list[Any]:
+    def _gathered(self, indices: Any, fetch: Callable[[Readable, np.ndarray], list],
+                  single: Callable[[Readable, int], Any] | None = None) -> list[Any]:
         """``Routed._gathered``, the shards of a remote batch opened and read at once."""
         idx = self._indices(indices)
         if not self._source.remote or not len(idx):
-            return super()._gathered(idx, fetch)
+            return super()._gathered(idx, fetch, single)
         member, local = self._route(idx)
         touched = np.unique(member).tolist()
         if len(touched) == 1:
-            return super()._gathered(idx, fetch)
+            return super()._gathered(idx, fetch, single)
         out: list[Any] = [None] * len(idx)
         group = max(1, READERS.limit // max(1, len(self.manifest.fields)))
         for at in range(0, len(touched), group):
