@@ -74,10 +74,7 @@ extern "C" {
 #define FFR_INFO_FILE_BYTES   5 /* bytes of the file                                         */
 #define FFR_INFO_METADATA     6 /* FFR_METADATA_*: what the metadata checksum says           */
 #define FFR_INFO_READ_FROM    7 /* FFR_READ_*: where its sample data is read from            */
-#define FFR_INFO_META_CHECKSUM 8 /* the metadata checksum as stored (0: an old writer's): with *
-                                  * FFR_INFO_STORED and _FILE_BYTES, the version of the file a  *
-                                  * dataset's manifest records                                  */
-#define FFR_INFO_FIELDS       9 /* how many fields this version fills                        */
+#define FFR_INFO_FIELDS       8 /* how many fields this version fills                        */
 
 /* Values of FFR_INFO_METADATA. */
 #define FFR_METADATA_INTACT  0 /* the metadata checksum (and extension record's) match      */
@@ -320,13 +317,14 @@ int32_t ffr_reader_prefetch(int64_t handle, const uint64_t *indices, uint64_t n,
  * FFR_E_INDEX when i >= nfiles. */
 int32_t ffr_reader_file_info(int64_t handle, uint64_t i, uint64_t *info, uint64_t ninfo);
 
-/* The stamp of file i as the reader opened it, known without a read: *file_bytes its size,
- * *header_checksum the CRC-32 its header stores of its sample tables (unchecked; 0 for an
- * old writer's file). Another file with the same stamp holds the same tables, so the same
- * samples as far as their CRC-32s tell: a copy of a reader in another process compares
- * stamps to tell the file it reopened from a replaced one. FFR_E_INDEX when i >= nfiles. */
-int32_t ffr_reader_file_stamp(int64_t handle, uint64_t i, uint64_t *file_bytes,
-                              uint32_t *header_checksum);
+/* The stamp of file i as the reader opened it, known without a read: stamp[0] its size,
+ * stamp[1] the sample count its header stores (an extension record included), stamp[2] the
+ * CRC-32 its header stores of its sample tables (unchecked; 0 for an old writer's file): what
+ * ffr_describe_file gives of a file not open. Another file with the same stamp holds the same
+ * tables, so the same samples as far as their CRC-32s tell: a copy of a reader in another
+ * process compares stamps to tell the file it reopened from a replaced one, and a dataset's
+ * manifest records them. FFR_E_INDEX when i >= nfiles. */
+int32_t ffr_reader_file_stamp(int64_t handle, uint64_t i, uint64_t *stamp);
 
 /* Copies the per-sample tables of file i as stored (the reference's get_offsets and
  * get_checksums): offsets[k] is where stored sample k begins and offsets[stored] is the file
@@ -450,14 +448,14 @@ int32_t ffr_list(const char *url, const char *options, char *buf, size_t len, si
 int32_t ffr_list_objects(const char *url, const char *options, char *buf, size_t len,
                          size_t *needed, uint64_t *requests);
 
-/* The version of the FFRecord file at path (a local path or a URL), as a dataset's manifest
- * records it: version[0] its size, version[1] the sample count its header stores (an
- * extension record included), version[2] its stored metadata checksum (0: an old writer's);
- * its ETag (without quotes; empty for a local file, or when the store gives none) copied into
+/* The stamp of the FFRecord file at path (a local path or a URL), as ffr_reader_file_stamp
+ * gives it of an open file and a dataset's manifest records it: stamp[0] its size, stamp[1]
+ * the sample count its header stores (an extension record included), stamp[2] its stored
+ * metadata checksum (0: an old writer's); its ETag (without quotes; empty for a local file, or when the store gives none) copied into
  * etag as ffr_fetch_text copies. Read from the file's first 12 bytes: one request when remote
  * (a short buffer asks again). A file shorter than a header is FFR_E_CORRUPT; one that is not
  * a regular file FFR_E_INVALID. */
-int32_t ffr_describe_file(const char *path, const char *options, uint64_t *version, char *etag,
+int32_t ffr_describe_file(const char *path, const char *options, uint64_t *stamp, char *etag,
                           size_t len, size_t *needed);
 
 /* Creates the object at url (s3://bucket/key) holding size bytes at data, only if no object

@@ -185,8 +185,8 @@ func ffr_list_objects(url *C.ffr_cchar, options *C.ffr_cchar, buf *C.char, size 
 }
 
 //export ffr_describe_file
-func ffr_describe_file(path *C.ffr_cchar, options *C.ffr_cchar, version *C.uint64_t, etag *C.char, length C.size_t, needed *C.size_t) C.int32_t {
-	return C.int32_t(abi.DescribeFile(unsafe.Pointer(path), unsafe.Pointer(options), unsafe.Pointer(version), unsafe.Pointer(etag), uintptr(length), unsafe.Pointer(needed)))
+func ffr_describe_file(path *C.ffr_cchar, options *C.ffr_cchar, stamp *C.uint64_t, etag *C.char, length C.size_t, needed *C.size_t) C.int32_t {
+	return C.int32_t(abi.DescribeFile(unsafe.Pointer(path), unsafe.Pointer(options), unsafe.Pointer(stamp), unsafe.Pointer(etag), uintptr(length), unsafe.Pointer(needed)))
 }
 
 //export ffr_reader_len
@@ -255,8 +255,8 @@ func ffr_reader_file_info(handle C.int64_t, i C.uint64_t, info *C.uint64_t, ninf
 }
 
 //export ffr_reader_file_stamp
-func ffr_reader_file_stamp(handle C.int64_t, i C.uint64_t, fileBytes *C.uint64_t, headerChecksum *C.uint32_t) C.int32_t {
-	return C.int32_t(abi.ReaderFileStamp(int64(handle), uint64(i), unsafe.Pointer(fileBytes), unsafe.Pointer(headerChecksum)))
+func ffr_reader_file_stamp(handle C.int64_t, i C.uint64_t, stamp *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderFileStamp(int64(handle), uint64(i), unsafe.Pointer(stamp)))
 }
 
 //export ffr_reader_file_header

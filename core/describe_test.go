@@ -10,7 +10,7 @@ import (
 	"github.com/ffrecord/ffrecord/core/remote"
 )
 
-// DescribeFile reads a file's size and the count and checksum its header stores; a file
+// DescribeFile reads a file's stamp: its size and the count and checksum its header stores; a file
 // shorter than a header is corrupt, a FIFO or a directory is refused at once.
 func TestDescribeFileReadsTheHeadersDigest(t *testing.T) {
 	dir := t.TempDir()
@@ -20,22 +20,22 @@ func TestDescribeFileReadsTheHeadersDigest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := DescribeFile(path, remote.Options{})
-	want := FileVersion{Size: uint64(len(data)), Stored: 2, MetaChecksum: binary.LittleEndian.Uint32(data)}
-	if err != nil || got != want || want.MetaChecksum == 0 {
-		t.Fatalf("%+v, %v; want %+v", got, err, want)
+	got, etag, err := DescribeFile(path, remote.Options{})
+	want := FileStamp{Bytes: uint64(len(data)), Stored: 2, HeaderChecksum: binary.LittleEndian.Uint32(data)}
+	if err != nil || got != want || want.HeaderChecksum == 0 || etag != "" {
+		t.Fatalf("%+v, %q, %v; want %+v", got, etag, err, want)
 	}
 	short := filepath.Join(dir, "short.ffr")
 	if err := os.WriteFile(short, data[:7], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := DescribeFile(short, remote.Options{}); !errors.Is(err, ErrCorrupt) {
+	if _, _, err := DescribeFile(short, remote.Options{}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a 7-byte file: %v, want ErrCorrupt", err)
 	}
-	if _, err := DescribeFile(dir, remote.Options{}); !errors.Is(err, ErrInvalid) {
+	if _, _, err := DescribeFile(dir, remote.Options{}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a directory: %v, want ErrInvalid", err)
 	}
-	if _, err := DescribeFile(filepath.Join(dir, "none.ffr"), remote.Options{}); !errors.Is(err, os.ErrNotExist) {
+	if _, _, err := DescribeFile(filepath.Join(dir, "none.ffr"), remote.Options{}); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a missing file: %v", err)
 	}
 }

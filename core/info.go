@@ -43,9 +43,6 @@ type FileInfo struct {
 	FileBytes   uint64
 	Metadata    MetadataState
 	ReadFrom    ReadFrom
-	// MetaChecksum is the metadata checksum as stored (0: an old writer's). With Stored
-	// and FileBytes it names the version of a file, as a dataset's manifest records it.
-	MetaChecksum uint32
 }
 
 // FileInfo describes file k of the dataset (0 <= k < len(Files())). Its metadata is
@@ -62,7 +59,7 @@ func (r *Reader) FileInfo(k int) (FileInfo, error) {
 	info := FileInfo{
 		Path: f.path, Samples: f.samples(), Stored: f.stored, Compression: CompressNone,
 		HeaderBytes: f.header, DataBytes: f.size - f.header, FileBytes: f.size,
-		Metadata: r.metadata(k).state, ReadFrom: f.readFrom(), MetaChecksum: f.stamp,
+		Metadata: r.metadata(k).state, ReadFrom: f.readFrom(),
 	}
 	if f.ext != nil {
 		info.Compression = f.ext.compression()
@@ -70,14 +67,16 @@ func (r *Reader) FileInfo(k int) (FileInfo, error) {
 	return info, nil
 }
 
-// FileStamp is what a file of a dataset says it holds, known from its open: its size and
-// the CRC-32 its header stores of its sample tables (which hold every sample's CRC-32).
-// Another file with the same stamp has the same tables, so the same samples, to what the
-// checksums tell; a file replaced by other data has another. The checksum is as stored,
-// unchecked (0 for an old writer's file, whose stamp is then its size alone): telling the
-// file opened from a replaced one costs no read. A pickled copy of a reader compares it.
+// FileStamp is what a file of a dataset says it holds, known from its first 12 bytes: its
+// size, the sample count its header stores and the CRC-32 the header stores of its sample
+// tables (which hold every sample's CRC-32). Another file with the same stamp has the same
+// tables, so the same samples, to what the checksums tell; a file replaced by other data
+// has another. The checksum is as stored, unchecked (0 for an old writer's file, whose
+// stamp is then its size and count alone): telling the file opened from a replaced one
+// costs no read. A pickled copy of a reader compares it; a dataset's manifest records it.
 type FileStamp struct {
 	Bytes          uint64
+	Stored         uint64
 	HeaderChecksum uint32
 }
 
@@ -91,7 +90,7 @@ func (r *Reader) FileStamp(k int) (FileStamp, error) {
 		return FileStamp{}, fmt.Errorf("%w: file %d of a dataset of %d files", ErrIndex, k, len(r.files))
 	}
 	f := r.files[k]
-	return FileStamp{Bytes: f.size, HeaderChecksum: f.stamp}, nil
+	return FileStamp{Bytes: f.size, Stored: f.stored, HeaderChecksum: f.stamp}, nil
 }
 
 // FileHeader copies the per-sample tables of file k as stored, the way the reference's

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"testing"
+
+	"github.com/ffrecord/ffrecord/core/remote"
 )
 
 func TestFileInfo(t *testing.T) {
@@ -37,13 +39,8 @@ func TestFileInfo(t *testing.T) {
 				t.Fatal(err)
 			}
 			header, _ := headerSize(tt.stored)
-			data, err := os.ReadFile(tt.path)
-			if err != nil {
-				t.Fatal(err)
-			}
 			want := FileInfo{Path: tt.path, Samples: tt.samples, Stored: tt.stored, Compression: tt.comp,
-				HeaderBytes: header, DataBytes: size(tt.path) - header, FileBytes: size(tt.path), Metadata: tt.meta,
-				MetaChecksum: le.Uint32(data)} // as stored, damaged or 0 (legacy) alike
+				HeaderBytes: header, DataBytes: size(tt.path) - header, FileBytes: size(tt.path), Metadata: tt.meta}
 			if info != want {
 				t.Fatalf("FileInfo = %+v\nwant       %+v", info, want)
 			}
@@ -86,9 +83,12 @@ func TestFileStamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeSamples(t, other, [][]byte{[]byte("one"), []byte("TWO"), make([]byte, 5000)}, WriterOptions{})
-	want := FileStamp{Bytes: uint64(len(raw)), HeaderChecksum: crc32.ChecksumIEEE(raw[4 : 12+12*3])}
+	want := FileStamp{Bytes: uint64(len(raw)), Stored: 3, HeaderChecksum: crc32.ChecksumIEEE(raw[4 : 12+12*3])}
 	if got := stampOf(a); got != want {
 		t.Errorf("stamp %+v, want the size and the stored checksum %+v", got, want)
+	}
+	if described, etag, err := DescribeFile(a, remote.Options{}); err != nil || described != want || etag != "" {
+		t.Errorf("DescribeFile: %+v, %q, %v; want the reader's stamp %+v", described, etag, err, want)
 	}
 	if stampOf(copied) != want {
 		t.Error("a copy of the file has another stamp")

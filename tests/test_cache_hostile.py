@@ -202,7 +202,7 @@ def test_a_remembered_spec_that_is_not_the_one_kept_is_never_used(tmp_path, kind
     with DatasetWriter(root, {"x": "int", "y": "float"}) as w:
         for i in range(8):
             w.append({"x": i, "y": i + 0.5})
-    objects = {f"/ds/{p.name}": p.read_bytes() for p in root.iterdir()}
+    objects = {f"/ds/{p.relative_to(root)}": p.read_bytes() for p in root.rglob("*") if p.is_file()}
     with RangeServer(objects) as srv:
         cache = tmp_path / "cache"
         DatasetReader(srv.url + "/ds/", cache_dir=cache).close()

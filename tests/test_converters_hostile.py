@@ -12,7 +12,6 @@ import os
 import tarfile
 import threading
 
-import numpy as np
 import pytest
 
 from ffrecord.converters import SourceError, convert

@@ -184,7 +184,8 @@ def test_to_arrow_types_and_values(tmp_path: Path) -> None:
 
 
 def _serve(path: Path) -> dict[str, bytes]:
-    return {f"/ds/{p.name}": p.read_bytes() for p in path.iterdir() if not p.name.startswith(".")}
+    return {f"/ds/{p.relative_to(path)}": p.read_bytes() for p in path.rglob("*")
+            if p.is_file() and not p.name.startswith(".")}
 
 
 def test_remote_and_cached_reads(tmp_path: Path, bucket) -> None:  # noqa: F811 - a fixture
@@ -375,7 +376,7 @@ def test_sharded_batches_cut_at_shard_ends(tmp_path: Path) -> None:
         assert writer.append_batch({"x": np.arange(6, 10), "t": [str(k) for k in range(6, 10)]}) == range(6, 10)
         with pytest.raises(ValueError, match="more datapoints than length"):
             writer.append_batch({"x": [1], "t": ["1"]})
-    assert sorted(os.listdir(tmp_path / "s")) == ["000000", "000001", "000002"]
+    assert sorted(os.listdir(tmp_path / "s")) == ["000000", "000001", "000002", "_manifest"]
     with ShardedDatasetReader(tmp_path / "s") as reader:
         assert reader["x"].tolist() == list(range(10)) and reader["t"] == [str(k) for k in range(10)]
 

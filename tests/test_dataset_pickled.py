@@ -99,7 +99,7 @@ def test_the_identity_is_the_file_opened_not_the_path(tmp_path):
     path = write(tmp_path / "ds", VALUES)
     with DatasetReader(path) as reader:
         before = field_identity(reader.field_reader("y"))
-        assert before == (os.path.getsize(path / "y.ffr"),
+        assert before == (os.path.getsize(path / "y.ffr"), len(VALUES),
                           int.from_bytes((path / "y.ffr").read_bytes()[:4], "little"))
         write(tmp_path / "other", [(3, 9.25), (4, 4.5)])
         os.replace(tmp_path / "other" / "y.ffr", path / "y.ffr")

@@ -20,7 +20,6 @@ from ffrecord.dataset import (CorruptDatasetError, DatasetReader, DatasetWriter,
                               ShardedDatasetWriter, UnsupportedVersionError, VersionedReader,
                               open_dataset, set_max_open_files, max_open_files, versions)
 from ffrecord.dataset import manifest as manifests
-from ffrecord.dataset import versioned
 from ffrecord.dataset.open_files import READERS
 from ffrecord.errors import ObjectChangedError
 from ffrecord.utils import dump

@@ -50,7 +50,7 @@ def test_an_abort_never_deletes_another_writers_claim(bucket):
     second.close()
     with DatasetReader(url, storage_options=opts) as reader:
         assert [d["who"] for d in reader] == ["second"] * 3
-    assert keys(client, name) == ["ds/n.ffr", "ds/spec.json", "ds/who.ffr"]  # its own claim gone
+    assert keys(client, name) == ["ds/_manifest/v000001.ffr", "ds/n.ffr", "ds/spec.json", "ds/who.ffr"]  # its own claim gone
 
 
 def test_a_writer_whose_claim_was_taken_never_replaces_the_dataset(bucket):

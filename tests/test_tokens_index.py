@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import warnings
 from pathlib import Path
 
@@ -50,6 +51,7 @@ def rewrite_in_place(path: Path, docs: list[np.ndarray]) -> None:
     """The dataset's files replaced by another's, its index left behind."""
     for name in ("spec.json", "tokens.ffr"):
         os.unlink(path / name)
+    shutil.rmtree(path / "_manifest")
     write_plain(path, docs)
 
 

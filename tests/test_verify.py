@@ -108,13 +108,13 @@ def test_file_info(tmp_path: Path, golden: Path) -> None:
         size = (golden / "basic.ffr").stat().st_size
         stored = int.from_bytes((golden / "basic.ffr").read_bytes()[:4], "little")
         assert basic == FileInfo(str(golden / "basic.ffr"), 25, 25, "none", HEADER + 12 * 24,
-                                 size - HEADER - 12 * 24, size, "intact", stored)
-        assert stored != 0
+                                 size - HEADER - 12 * 24, size, "intact", "local")
+        assert reader.file_stamp() == (size, 25, stored) and stored != 0
         compressed = reader.file_info(1)
         assert (compressed.samples, compressed.stored_samples, compressed.compression) == \
             (2, 3, "lz4")
         assert compressed.data_bytes < 5000 and compressed.file_bytes == lz4.stat().st_size
-        assert reader.file_info(-1).metadata == "legacy" and reader.file_info(-1).meta_checksum == 0
+        assert reader.file_info(-1).metadata == "legacy" and reader.file_stamp(-1).header_checksum == 0
         for k in (3, -4):
             with pytest.raises(IndexError):
                 reader.file_info(k)

@@ -221,7 +221,7 @@ def _odd_dataset(path: Path) -> Path:
     from ffrecord import FileWriter
 
     spec = {"label": "int", "meta": "json", "seq": "int[]", "text": "utf8", "blob": "bytes"}
-    with DatasetWriter(path, spec) as writer:
+    with DatasetWriter(path, spec, manifest=False) as writer:  # its meta.ffr is replaced below
         for k in range(4):
             long = k == 1
             writer.append({"label": k, "meta": {"k": k}, "seq": list(range(100_000 if long else 3)),

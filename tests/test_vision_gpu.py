@@ -7,8 +7,6 @@ torchvision's CPU JPEG decoder, they are held to the bound the GPU is held to wh
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
 

@@ -35,18 +35,17 @@ class FileInfo(NamedTuple):
     #: ``"local"``, ``"remote"`` (range requests in every process and epoch) or ``"cached"``
     #: (remote, through the node's chunk cache: ``cache_dir``)
     read_from: str = "local"
-    #: the metadata checksum as stored (0: an old writer's); with ``stored_samples`` and
-    #: ``file_bytes``, the version of the file a dataset's manifest records
-    meta_checksum: int = 0
 
 
 class FileStamp(NamedTuple):
-    """What one file of a dataset holds, as a reader opened it (``FileReader.file_stamp``):
-    its size and the CRC-32 its header stores of its sample tables (which hold every
-    sample's CRC-32; 0 in an old writer's file). A file replaced by other data has another
-    stamp; telling them apart costs no read."""
+    """What one file of a dataset holds, as a reader opened it (``FileReader.file_stamp``)
+    and as a dataset's manifest records it: its size, the sample count its header stores
+    and the CRC-32 the header stores of its sample tables (which hold every sample's CRC-32;
+    0 in an old writer's file). A file replaced by other data has another stamp; telling
+    them apart costs no read."""
 
     file_bytes: int
+    stored_samples: int
     header_checksum: int
 
 
@@ -141,7 +140,7 @@ class FileDescription:
         read: the same file, or a copy of it, has the same stamp; a replaced one another.
 
         >>> r.file_stamp()                              # doctest: +SKIP
-        FileStamp(file_bytes=4412, header_checksum=2781476043)
+        FileStamp(file_bytes=4412, stored_samples=25, header_checksum=2781476043)
         """
         return self._stamps[self._file_index(k)]
 
@@ -163,5 +162,4 @@ class FileDescription:
             compression=_COMPRESSION_NAMES.get(f[_lib.INFO_COMPRESSION], "unknown"),
             header_bytes=f[_lib.INFO_HEADER_BYTES], data_bytes=f[_lib.INFO_DATA_BYTES],
             file_bytes=f[_lib.INFO_FILE_BYTES], metadata=_METADATA[f[_lib.INFO_METADATA]],
-            read_from=_READ_FROM[f[_lib.INFO_READ_FROM]],
-            meta_checksum=f[_lib.INFO_META_CHECKSUM])
+            read_from=_READ_FROM[f[_lib.INFO_READ_FROM]])

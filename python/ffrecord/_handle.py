@@ -174,11 +174,11 @@ def check_same_files(paths: list[str], opened: list[Any], found: list[FileStamp]
 
 def _stamps_of(dll: ctypes.CDLL, handle: int, nfiles: int) -> list[FileStamp]:
     """The stamp of each file of the reader behind ``handle`` (see ``FileStamp``)."""
-    size, checksum = ctypes.c_uint64(), ctypes.c_uint32()
+    stamp = (ctypes.c_uint64 * 3)()
     stamps = []
     for k in range(nfiles):
-        _lib.check(dll.ffr_reader_file_stamp(handle, k, ctypes.byref(size), ctypes.byref(checksum)))
-        stamps.append(FileStamp(size.value, checksum.value))
+        _lib.check(dll.ffr_reader_file_stamp(handle, k, stamp))
+        stamps.append(FileStamp(*stamp))
     return stamps
 
 

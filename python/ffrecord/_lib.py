@@ -51,8 +51,7 @@ INFO_DATA_BYTES = 4
 INFO_FILE_BYTES = 5
 INFO_METADATA = 6
 INFO_READ_FROM = 7
-INFO_META_CHECKSUM = 8
-INFO_FIELDS = 9
+INFO_FIELDS = 8
 METADATA_INTACT = 0
 METADATA_LEGACY = 1
 METADATA_DAMAGED = 2
@@ -131,7 +130,7 @@ _SIGNATURES: dict[str, list[type]] = {
                                     c_void_p, c_uint64],
     "ffr_reader_file_info": [c_int64, c_uint64, c_void_p, c_uint64],
     "ffr_reader_file_header": [c_int64, c_uint64, c_void_p, c_void_p, c_uint64],
-    "ffr_reader_file_stamp": [c_int64, c_uint64, _u64p, POINTER(c_uint32)],
+    "ffr_reader_file_stamp": [c_int64, c_uint64, c_void_p],
     "ffr_reader_read_ranges": [c_int64, c_void_p, c_uint64, c_void_p, c_uint64],
     "ffr_reader_read_windows": [c_int64, c_void_p, c_void_p, c_uint64, c_uint32, c_int64, c_void_p,
                                 c_uint64, c_uint64, c_uint64, c_void_p, c_uint64],

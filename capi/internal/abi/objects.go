@@ -37,23 +37,22 @@ func ListObjects(url, options, buf unsafe.Pointer, size uintptr, needed, request
 	return copyText(text.String(), buf, size, needed)
 }
 
-// DescribeFile implements ffr_describe_file: size, stored count and metadata checksum
-// into version[0..3), the ETag copied as text.
-func DescribeFile(path, options, version, buf unsafe.Pointer, length uintptr, needed unsafe.Pointer) (status int32) {
+// DescribeFile implements ffr_describe_file: the file's stamp into stamp[0..3), the ETag
+// copied as text.
+func DescribeFile(path, options, stamp, buf unsafe.Pointer, length uintptr, needed unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
 	const fn = "ffr_describe_file"
-	if path == nil || version == nil || needed == nil {
-		return failf(StatusInvalid, fn+": path, version or needed is NULL")
+	if path == nil || stamp == nil || needed == nil {
+		return failf(StatusInvalid, fn+": path, stamp or needed is NULL")
 	}
 	opts, err := storageOptions(fn, options)
 	if err != nil {
 		return fail(err)
 	}
-	v, err := core.DescribeFile(cString(path), opts)
+	s, etag, err := core.DescribeFile(cString(path), opts)
 	if err != nil {
 		return fail(err)
 	}
-	out := unsafe.Slice((*uint64)(version), 3)
-	out[0], out[1], out[2] = v.Size, v.Stored, uint64(v.MetaChecksum)
-	return copyText(v.ETag, buf, length, needed)
+	putStamp(stamp, s)
+	return copyText(etag, buf, length, needed)
 }

@@ -514,44 +514,45 @@ func ReaderFileInfo(handle int64, i uint64, info unsafe.Pointer, ninfo uint64) (
 		return fail(err)
 	}
 	fields := [InfoFields]uint64{
-		InfoSamples:      fi.Samples,
-		InfoStored:       fi.Stored,
-		InfoCompression:  uint64(fi.Compression),
-		InfoHeaderBytes:  fi.HeaderBytes,
-		InfoDataBytes:    fi.DataBytes,
-		InfoFileBytes:    fi.FileBytes,
-		InfoMetadata:     uint64(fi.Metadata),
-		InfoReadFrom:     uint64(fi.ReadFrom),
-		InfoMetaChecksum: uint64(fi.MetaChecksum),
+		InfoSamples:     fi.Samples,
+		InfoStored:      fi.Stored,
+		InfoCompression: uint64(fi.Compression),
+		InfoHeaderBytes: fi.HeaderBytes,
+		InfoDataBytes:   fi.DataBytes,
+		InfoFileBytes:   fi.FileBytes,
+		InfoMetadata:    uint64(fi.Metadata),
+		InfoReadFrom:    uint64(fi.ReadFrom),
 	}
 	copy(dst, fields[:])
 	return StatusOK
 }
 
 // ReaderFileStamp implements ffr_reader_file_stamp.
-func ReaderFileStamp(handle int64, i uint64, fileBytes, headerChecksum unsafe.Pointer) (status int32) {
+func ReaderFileStamp(handle int64, i uint64, stamp unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
 	const fn = "ffr_reader_file_stamp"
 	r, err := readers.get(fn, handle)
 	if err != nil {
 		return fail(err)
 	}
-	if err := outPointer(fn, "file_bytes", fileBytes); err != nil {
-		return fail(err)
-	}
-	if err := outPointer(fn, "header_checksum", headerChecksum); err != nil {
+	if err := outPointer(fn, "stamp", stamp); err != nil {
 		return fail(err)
 	}
 	if i >= uint64(len(r.Files())) {
 		return failf(StatusIndex, fmt.Sprintf("%s: file %d out of range [0, %d)", fn, i, len(r.Files())))
 	}
-	stamp, err := r.FileStamp(int(i))
+	s, err := r.FileStamp(int(i))
 	if err != nil {
 		return fail(err)
 	}
-	*(*uint64)(fileBytes) = stamp.Bytes
-	*(*uint32)(headerChecksum) = stamp.HeaderChecksum
+	putStamp(stamp, s)
 	return StatusOK
+}
+
+// putStamp writes a file's stamp as the C ABI gives it: size, stored count, checksum.
+func putStamp(dst unsafe.Pointer, s core.FileStamp) {
+	out := unsafe.Slice((*uint64)(dst), 3)
+	out[0], out[1], out[2] = s.Bytes, s.Stored, uint64(s.HeaderChecksum)
 }
 
 // ReaderFileHeader implements ffr_reader_file_header: the stored tables of file i, for a

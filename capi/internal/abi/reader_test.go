@@ -526,19 +526,11 @@ func TestReaderFileInfo(t *testing.T) {
 		}
 		return uint64(st.Size())
 	}
-	stored := func(path string) uint64 { // the metadata checksum, bytes 0-3
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return uint64(binary.LittleEndian.Uint32(data))
-	}
 	for i, want := range [][InfoFields]uint64{
-		{25, 25, uint64(CompressNone), 12 + 12*25, size(golden("basic.ffr")) - 312, size(golden("basic.ffr")), MetadataIntact,
-			ReadLocal, stored(golden("basic.ffr"))},
-		{2, 3, uint64(CompressLZ4), 12 + 12*3, size(lz4) - 48, size(lz4), MetadataIntact, ReadLocal, stored(lz4)},
+		{25, 25, uint64(CompressNone), 12 + 12*25, size(golden("basic.ffr")) - 312, size(golden("basic.ffr")), MetadataIntact, ReadLocal},
+		{2, 3, uint64(CompressLZ4), 12 + 12*3, size(lz4) - 48, size(lz4), MetadataIntact, ReadLocal},
 		{25, 25, uint64(CompressNone), 312, size(golden("legacy_zero_checksum.ffr")) - 312,
-			size(golden("legacy_zero_checksum.ffr")), MetadataLegacy, ReadLocal, 0},
+			size(golden("legacy_zero_checksum.ffr")), MetadataLegacy, ReadLocal},
 	} {
 		got := make([]uint64, InfoFields+1)
 		got[InfoFields] = 99
@@ -562,20 +554,18 @@ func TestReaderFileStamp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var size uint64
-	var checksum uint32
-	must(t, func() int32 { return ReaderFileStamp(h, 0, unsafe.Pointer(&size), unsafe.Pointer(&checksum)) })
-	if size != uint64(len(raw)) || checksum != binary.LittleEndian.Uint32(raw) || checksum == 0 {
-		t.Errorf("stamp (%d, %#x), want the size %d and the stored checksum %#x", size, checksum, len(raw),
-			binary.LittleEndian.Uint32(raw))
+	var stamp [3]uint64
+	must(t, func() int32 { return ReaderFileStamp(h, 0, unsafe.Pointer(&stamp[0])) })
+	want := [3]uint64{uint64(len(raw)), 25, uint64(binary.LittleEndian.Uint32(raw))}
+	if stamp != want || stamp[2] == 0 {
+		t.Errorf("stamp %v, want the size, the stored count and the stored checksum %v", stamp, want)
 	}
-	must(t, func() int32 { return ReaderFileStamp(h, 1, unsafe.Pointer(&size), unsafe.Pointer(&checksum)) })
-	if checksum != 0 {
-		t.Errorf("legacy file: checksum %#x, want 0", checksum)
+	must(t, func() int32 { return ReaderFileStamp(h, 1, unsafe.Pointer(&stamp[0])) })
+	if stamp[2] != 0 {
+		t.Errorf("legacy file: checksum %#x, want 0", stamp[2])
 	}
-	expect(t, StatusIndex, func() int32 { return ReaderFileStamp(h, 2, unsafe.Pointer(&size), unsafe.Pointer(&checksum)) }, "file 2")
-	expect(t, StatusInvalid, func() int32 { return ReaderFileStamp(h, 0, nil, unsafe.Pointer(&checksum)) }, "file_bytes is NULL")
-	expect(t, StatusInvalid, func() int32 { return ReaderFileStamp(h, 0, unsafe.Pointer(&size), nil) }, "header_checksum is NULL")
+	expect(t, StatusIndex, func() int32 { return ReaderFileStamp(h, 2, unsafe.Pointer(&stamp[0])) }, "file 2")
+	expect(t, StatusInvalid, func() int32 { return ReaderFileStamp(h, 0, nil) }, "stamp is NULL")
 }
 
 func TestReaderFileHeader(t *testing.T) {

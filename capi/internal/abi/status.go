@@ -45,7 +45,6 @@ const (
 	InfoFileBytes
 	InfoMetadata
 	InfoReadFrom
-	InfoMetaChecksum
 	InfoFields
 )
 

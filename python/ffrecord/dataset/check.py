@@ -115,9 +115,9 @@ def _check_manifest(root: Any, found: Survey, storage_options: dict[str, Any] | 
             except (CorruptFileError, OSError, ValueError) as exc:
                 found.problems.append(f"{file}: listed by version {m.version} of the manifest: {exc}")
                 continue
-            if not recorded.matches(seen.size, seen.stored, seen.checksum):
+            if not recorded.matches(seen.stamp):
                 found.problems.append(f"{file}: not the file version {m.version} of the manifest lists "
-                                      f"({recorded.mismatch(seen.size, seen.stored, seen.checksum)})")
+                                      f"({recorded.mismatch(seen.stamp)})")
             if str(file) not in listed:
                 found.files.append(str(file))
                 if f.sequence:

@@ -36,8 +36,9 @@ from typing import Any
 
 from .. import _paths, _remote
 from .._progress import ProgressBar
+from ..errors import clean_up_after
 from ..reader import FileReader
-from . import codecs
+from . import codecs, columns
 from . import manifest as manifests
 from .claim import CLAIM_FILE, Claim, RemoteClaim
 from .errors import IncompleteDatasetError, SpecError
@@ -368,10 +369,10 @@ def _survey_parts(root: Root, local: Any = None) -> Manifest:
         paths = _paths.dataset_files(root.path)
     with FileReader(paths, check_data=False, storage_options=root.options) as reader:
         infos = [reader.file_info(k) for k in range(len(paths))]
+        stamps = reader.file_stamps
         etags = reader.versions
-    files = {str(k): FileVersion(str(path).rsplit("/", 1)[-1], info.file_bytes, info.stored_samples,
-                                 info.meta_checksum, etags.get(str(path), {}).get("etag", ""))
-             for k, (path, info) in enumerate(zip(paths, infos))}
+    files = {str(k): FileVersion(str(path).rsplit("/", 1)[-1], *stamp, etags.get(str(path), {}).get("etag", ""))
+             for k, (path, stamp) in enumerate(zip(paths, stamps))}
     if local is not None and root.remote:
         files = manifests.with_etags(files, root.path.url, root.options)
     entries = [ShardEntry("", info.samples, {"bytes": files[str(k)]}) for k, info in enumerate(infos)]
@@ -407,7 +408,7 @@ def add_field(path: Any, name: str, type: str, values: Iterable[Any] | Callable[
     from .versioned import VersionedReader
     from .writer import encode_value
 
-    field = parse_spec({name: type})[name]
+    field = columns.as_columns(parse_spec({name: type}), encoders)[name]  # a fixed size: a column
     encode = codecs.resolve({name: field}, encoders, "encode")[name]
     root = Root(path, storage_options).writable()
     claim = root.claim()
@@ -487,12 +488,15 @@ def _write_field(root: Root, relative: str, staging: str, n: int, field: Field, 
                  samples: Iterable[bytes]) -> FileVersion:
     """Writes a shard's file of a new field (in place locally, or staged and uploaded);
     returns it as the manifest records it."""
-    from ..writer import FileWriter
-
     target = os.path.join(staging, field.file) if root.remote else str(root.at(relative))
-    with FileWriter(target, n, compression=field.compression, durable=durable) as writer:
+    writer = columns.field_writer(target, field, n, durable)
+    try:
         for sample in samples:
             writer.write_one(sample)
+        writer.close()
+    except BaseException as exc:
+        clean_up_after(exc, writer.abort)
+        raise
     version = manifests.describe(target)
     if not root.remote:
         return version

@@ -43,9 +43,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _paths, _remote
+from .._file_info import FileStamp
 from ..errors import CorruptFileError, ObjectChangedError
 from .errors import CorruptDatasetError, SpecError, UnsupportedVersionError
-from .spec import Field, parse_spec, sync_directory
+from .spec import Field, checked_blocks, parse_spec, sync_directory, with_blocks
 
 MANIFEST_DIR = "_manifest"
 FORMAT = "ffrecord.manifest"
@@ -78,14 +79,19 @@ class FileVersion(NamedTuple):
     checksum: int
     etag: str = ""
 
-    def matches(self, size: int, stored: int, checksum: int) -> bool:
-        """Whether a file found with these size, count and checksum is this version."""
-        return (self.size, self.stored, self.checksum) == (size, stored, checksum)
+    @property
+    def stamp(self) -> FileStamp:
+        """The file's stamp as recorded (``FileReader.file_stamp`` of the file it was)."""
+        return FileStamp(self.size, self.stored, self.checksum)
 
-    def mismatch(self, size: int, stored: int, checksum: int) -> str:
+    def matches(self, found: FileStamp) -> bool:
+        """Whether a file found with the stamp ``found`` is this version."""
+        return self.stamp == found
+
+    def mismatch(self, found: FileStamp) -> str:
         """What was recorded and what was found, for a message."""
         return (f"{self.size} bytes, {self.stored} samples, checksum {self.checksum:08x}; found "
-                f"{size}, {stored}, {checksum:08x}")
+                f"{found.file_bytes}, {found.stored_samples}, {found.header_checksum:08x}")
 
 
 class ShardEntry(NamedTuple):
@@ -181,6 +187,9 @@ class Manifest:
         head = {"format": FORMAT, "layout": LAYOUT, "version": self.version, "kind": self.kind,
                 "fields": self.spec, "metadata": self.metadata, "shards": len(self.shards),
                 "length": self.length, "writer": self.writer, "created": self.created}
+        blocks = {name: f.block for name, f in self.fields.items() if f.block is not None}
+        if blocks:  # values to a sample of each column field, as spec.json has them
+            head["blocks"] = blocks
         out = [json.dumps(head, separators=(",", ":")).encode(), _joined(self.shards),
                self.lengths.astype("<i8").tobytes()]
         for columns in self.files.values():
@@ -198,6 +207,7 @@ class Manifest:
             fields = parse_spec(head.get("fields"))
         except SpecError as exc:
             raise _damaged(where, str(exc)) from None
+        fields = with_blocks(fields, checked_blocks(where, head.get("blocks", {}), fields))
         version, count, kind = head.get("version"), head.get("shards"), head.get("kind", "dataset")
         if not _is_count(version) or version < 1 or (expected is not None and version != expected):
             raise _damaged(where, f"holds version {version!r:.40}, not {expected}")
@@ -218,8 +228,10 @@ class Manifest:
                        "checksums": _numbers(where, samples[at + 3], "<u4", count, f"field {name!r} checksums"),
                        "etags": _names(where, samples[at + 4], count, "etag", f"field {name!r} ETag")}
             stored = columns["stored"].astype(np.int64)
-            if ((stored != lengths) & (stored != lengths + 1)).any():  # + 1: a compression record
-                k = int(np.argmax((stored != lengths) & (stored != lengths + 1)))
+            block = fields[name].block
+            want = lengths if block is None else -(-lengths // block)  # a column: its blocks
+            if ((stored != want) & (stored != want + 1)).any():  # + 1: a compression record
+                k = int(np.argmax((stored != want) & (stored != want + 1)))
                 raise _damaged(where, f"shard {shards[k]!r}: field {name!r} stores {int(stored[k])} "
                                       f"samples for {int(lengths[k])} datapoints")
             files[name] = columns
@@ -393,14 +405,14 @@ def _read(where: Any, version: int, listed: Any) -> tuple[Manifest, tuple, int]:
     try:
         with FileReader(where, check_data=True, storage_options=options) as reader:
             samples = reader.read(range(reader.n))
-            info = reader.file_info(0)
+            stamp = reader.file_stamp(0)
             requests = reader.stats()["requests"]
     except CorruptFileError as exc:
         raise _damaged(where, str(exc)) from exc
     manifest = Manifest.parse(where, version, samples)
     if isinstance(where, _remote.RemotePath):
         return manifest, tuple(listed), requests
-    return manifest, (info.file_bytes, info.stored_samples, info.meta_checksum), requests
+    return manifest, tuple(stamp), requests
 
 
 def _span(numbers: list[int]) -> str:
@@ -487,7 +499,7 @@ def with_etags(files: dict[str, FileVersion], url: str, options: dict[str, Any] 
     with ThreadPoolExecutor(min(len(names), 16) or 1) as pool:
         found = list(pool.map(lambda name: describe(_remote.join(url, files[name].name), options), names))
     for name, seen in zip(names, found):
-        if not files[name].matches(seen.size, seen.stored, seen.checksum):
+        if not files[name].matches(seen.stamp):
             raise ObjectChangedError(errno.ESTALE, f"{_remote.join(url, files[name].name)}: replaced "
                                                    "while it was uploaded")
     return {name: files[name]._replace(etag=seen.etag) for name, seen in zip(names, found)}

@@ -10,7 +10,6 @@ import threading
 import zlib
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -383,15 +382,11 @@ class DatasetReader(Readable):
             reader = opening.result()
         else:  # not started, or failed: opened now, to fail (or not) as it would have
             reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins))
-        if field.block is not None:
-            if reader.n != -(-self._length // field.block):
-                reader.close()
-                raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} blocks; spec.json "
-                                          f"says {self._length} datapoints, {field.block} to a block")
-        elif reader.n != self._length:
+        try:
+            check_count(path, field, reader.n, self._length, SPEC_FILE)
+        except BaseException:
             reader.close()
-            raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} datapoints; "
-                                      f"spec.json says {self._length}")
+            raise
         return reader
 
     def __len__(self) -> int:
@@ -854,18 +849,32 @@ def _spec_json(directory: Any) -> tuple[dict[str, Field], int, dict[str, Any]]:
         "with ffrecord.dataset.open_dataset or ShardedDatasetReader") from None
 
 
-def field_identity(reader: FileReader) -> tuple[int, int]:
+def check_count(path: Any, field: Field, samples: int, length: int, said_by: str) -> None:
+    """``CorruptDatasetError`` unless a file of ``samples`` samples holds ``field`` for the
+    ``length`` datapoints that ``said_by`` (``spec.json``, a manifest) gives: one sample a
+    datapoint, or for a column one a block."""
+    if field.block is not None:
+        if samples != -(-length // field.block):
+            raise CorruptDatasetError(f"{path}: field {field.name!r} holds {samples} blocks; {said_by} "
+                                      f"says {length} datapoints, {field.block} to a block")
+    elif samples != length:
+        raise CorruptDatasetError(f"{path}: field {field.name!r} holds {samples} datapoints; "
+                                  f"{said_by} says {length}")
+
+
+def field_identity(reader: FileReader) -> tuple[int, int, int]:
     """The identity of a field file as ``reader`` opened it, what a copy of a dataset reader
-    checks: its size and the CRC-32 its header stores of its sample tables (every sample's
-    CRC-32), ``FileReader.file_stamp``: no read. A replaced file of other data differs."""
+    checks: its size, stored count and the CRC-32 its header stores of its sample tables
+    (every sample's CRC-32), ``FileReader.file_stamp``: no read. A replaced file of other
+    data differs."""
     return tuple(reader.file_stamp(0))
 
 
 def _identity_text(identity: Any) -> str:
     if identity is None:
         return "no such field"
-    size, checksum = identity
-    return f"{size} bytes, header checksum 0x{checksum:08x}"
+    size, stored, checksum = identity
+    return f"{size} bytes, {stored} samples, header checksum 0x{checksum:08x}"
 
 
 def _shown(value: Any) -> str:

@@ -226,8 +226,17 @@ def parse_spec_document(path: Any, raw: bytes) -> tuple[dict[str, Field], int, d
 def _blocks(path: Any, document: dict[str, Any], fields: dict[str, Field]) -> dict[str, int]:
     """The ``"blocks"`` of a version 2 spec: values to a sample of each column field."""
     blocks = document.get("blocks", {})
-    if not isinstance(blocks, dict) or (blocks and document["version"] < 2):
+    if blocks and document["version"] < 2:
         raise _damaged(path, '"blocks" is not an object of a version 2 spec')
+    return checked_blocks(path, blocks, fields)
+
+
+def checked_blocks(path: Any, blocks: Any, fields: dict[str, Field]) -> dict[str, int]:
+    """``blocks`` (field -> values to a sample, as ``spec.json`` or a manifest of the
+    dataset at ``path`` stores them), checked against ``fields``: ``CorruptDatasetError``
+    unless each names a fixed-size field and a count."""
+    if not isinstance(blocks, dict):
+        raise _damaged(path, '"blocks" is not an object')
     for name, block in blocks.items():
         field = fields.get(name)
         if field is None or not field.fixed or field.sequence:

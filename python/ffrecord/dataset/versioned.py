@@ -40,10 +40,10 @@ from .._indices import one_index
 from ..errors import ObjectChangedError
 from ..reader import FileReader
 from . import manifest as manifests
-from .errors import CorruptDatasetError, IncompleteDatasetError
+from .errors import IncompleteDatasetError
 from .manifest import Manifest
 from .open_files import READERS
-from .reader import DatasetReader, Readable, ShardedDatasetReader, _OPENS_AT_ONCE
+from .reader import DatasetReader, Readable, ShardedDatasetReader, _OPENS_AT_ONCE, check_count
 from .spec import Field
 
 _OWNERS = itertools.count(1)
@@ -127,17 +127,15 @@ class ShardReader(DatasetReader):
         path = self.directory / version.name
         reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins))
         try:
-            info = reader.file_info(0)
-            if not version.matches(info.file_bytes, info.stored_samples, info.meta_checksum):
-                found = version.mismatch(info.file_bytes, info.stored_samples, info.meta_checksum)
+            stamp = reader.file_stamp(0)
+            if not version.matches(stamp):
+                found = version.mismatch(stamp)
                 listed = (f"version {self._source.manifest.version} of the dataset lists" if not
                           self._source.surveyed else "the dataset held when the reader opened it")
                 raise ObjectChangedError(
                     errno.ESTALE, f"{path}: field {field.name!r} is not the file {listed} ({found}): "
                                   "it was replaced since")
-            if reader.n != self._length:
-                raise CorruptDatasetError(f"{path}: field {field.name!r} holds {reader.n} datapoints; "
-                                          f"the manifest says {self._length}")
+            check_count(path, field, reader.n, self._length, "the manifest")
         except BaseException:
             reader.close()
             raise
@@ -187,6 +185,10 @@ class LazyShard(Readable):
     @property
     def directory(self) -> Any:
         return self._source.directory(self.number)
+
+    @property
+    def storage_options(self) -> dict[str, Any] | None:
+        return self._source.storage_options
 
     @property
     def files(self) -> list[str]:

@@ -137,6 +137,9 @@ class DatasetWriter(ClosesOrAborts):
             self._claim = Claim(self.directory)
         if os.path.lexists(self.directory / SPEC_FILE):
             raise FileExistsError(f"{self.directory}: already holds a dataset ({SPEC_FILE})")
+        if self._publishes and manifests.versions(self.directory)[0]:
+            raise FileExistsError(f"{self.directory}: already holds a dataset (versions in "
+                                  f"{manifests.MANIFEST_DIR}/)")
 
     @property
     def spec(self) -> dict[str, str]:

@@ -15,7 +15,6 @@ Pillow's ``draft`` giving the same DCT scaling to JPEGs.
 from __future__ import annotations
 
 import io
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
