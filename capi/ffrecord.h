@@ -300,6 +300,15 @@ int32_t ffr_reader_read_batch(int64_t handle, const uint64_t *indices, uint64_t 
 int32_t ffr_readers_read_one(const int64_t *handles, uint64_t n, uint64_t index, void *dst,
                              uint64_t dst_len, uint64_t *sizes);
 
+/* Sample indices[k] of reader handles[k], for each k < n, back to back into dst in that
+ * order, sizes[k] set as ffr_reader_sizes does: one call for a batch gathered from many
+ * readers (a mixture's members, a dataset's shards). Each run of equal handles is read as
+ * one ffr_reader_read_batch would read it: order the pairs by handle to read each reader's
+ * samples together. When dst_len is smaller than the total, returns FFR_E_SHORTBUF with
+ * every size filled (dst's contents are then unspecified). */
+int32_t ffr_readers_read_batch(const int64_t *handles, const uint64_t *indices, uint64_t n,
+                               void *dst, uint64_t dst_len, uint64_t *sizes);
+
 /* Starts bringing samples indices[0..n) into the page cache (remote files read through
  * the chunk cache: starts downloading their chunks, as many as the cache has room for)
  * and returns without waiting for them (a hint for a later ffr_reader_read_batch of them,

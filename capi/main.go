@@ -269,6 +269,11 @@ func ffr_readers_read_one(handles *C.ffr_ci64, n C.uint64_t, index C.uint64_t, d
 	return C.int32_t(abi.ReadersReadOne(unsafe.Pointer(handles), uint64(n), uint64(index), dst, uint64(dstLen), unsafe.Pointer(sizes)))
 }
 
+//export ffr_readers_read_batch
+func ffr_readers_read_batch(handles *C.ffr_ci64, indices *C.ffr_cu64, n C.uint64_t, dst unsafe.Pointer, dstLen C.uint64_t, sizes *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReadersReadBatch(unsafe.Pointer(handles), unsafe.Pointer(indices), uint64(n), dst, uint64(dstLen), unsafe.Pointer(sizes)))
+}
+
 //export ffr_reader_read_ranges
 func ffr_reader_read_ranges(handle C.int64_t, triples *C.ffr_cu64, n C.uint64_t, dst unsafe.Pointer, dstLen C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderReadRanges(int64(handle), unsafe.Pointer(triples), uint64(n), dst, uint64(dstLen)))

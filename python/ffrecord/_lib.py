@@ -92,6 +92,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_writer_count": [c_int64, _u64p],
     "ffr_writer_set_durable": [c_int64, c_int32],
     "ffr_readers_read_one": [c_void_p, c_uint64, c_uint64, c_void_p, c_uint64, c_void_p],
+    "ffr_readers_read_batch": [c_void_p, c_void_p, c_uint64, c_void_p, c_uint64, c_void_p],
     "ffr_writer_close": [c_int64],
     "ffr_writer_abort": [c_int64],
     "ffr_reader_open": [POINTER(c_char_p), c_uint64, c_uint32, POINTER(c_int64)],

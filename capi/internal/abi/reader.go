@@ -248,7 +248,35 @@ func ReadersReadOne(handles unsafe.Pointer, n uint64, index uint64, dst unsafe.P
 	if err != nil {
 		return fail(err)
 	}
-	out, err := cArray[uint64](fn, "sizes", sizes, n)
+	same := make([]uint64, n)
+	for k := range same {
+		same[k] = index
+	}
+	return readPairs(fn, hs, same, dst, dstLen, sizes)
+}
+
+// ReadersReadBatch implements ffr_readers_read_batch: sample indices[k] of reader
+// handles[k] for each k, back to back into dst (a batch gathered from many datasets, such
+// as a mixture's, in one call).
+func ReadersReadBatch(handles, indices unsafe.Pointer, n uint64, dst unsafe.Pointer, dstLen uint64, sizes unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_readers_read_batch"
+	hs, err := cArray[int64](fn, "handles", handles, n)
+	if err != nil {
+		return fail(err)
+	}
+	idx, err := cArray[uint64](fn, "indices", indices, n)
+	if err != nil {
+		return fail(err)
+	}
+	return readPairs(fn, hs, idx, dst, dstLen, sizes)
+}
+
+// readPairs reads sample idx[k] of reader hs[k] for each k, back to back into dst: each run
+// of equal handles is one batch read of that reader. When dst is too small, it goes on
+// sizing the rest, so that the caller learns every size from one call.
+func readPairs(fn string, hs []int64, idx []uint64, dst unsafe.Pointer, dstLen uint64, sizes unsafe.Pointer) int32 {
+	out, err := cArray[uint64](fn, "sizes", sizes, uint64(len(hs)))
 	if err != nil {
 		return fail(err)
 	}
@@ -256,28 +284,30 @@ func ReadersReadOne(handles unsafe.Pointer, n uint64, index uint64, dst unsafe.P
 	if err != nil {
 		return fail(err)
 	}
-	one := []uint64{index}
 	var at uint64
 	short := false
-	for k, h := range hs {
-		r, err := readers.get(fn, h)
+	for lo := 0; lo < len(hs); {
+		hi := lo + 1
+		for hi < len(hs) && hs[hi] == hs[lo] {
+			hi++
+		}
+		r, err := readers.get(fn, hs[lo])
 		if err != nil {
 			return fail(err)
 		}
+		run, runSizes := idx[lo:hi], out[lo:hi]
 		if short { // only the sizes now, for the caller's next buffer
-			if err := r.Sizes(one, out[k:k+1]); err != nil {
-				return fail(err)
-			}
-			at += out[k]
-			continue
+			err = r.Sizes(run, runSizes)
+		} else if err = r.ReadBatch(run, buf[at:], runSizes); errors.Is(err, io.ErrShortBuffer) {
+			short, err = true, nil
 		}
-		err = r.ReadBatch(one, buf[at:], out[k:k+1])
-		if errors.Is(err, io.ErrShortBuffer) {
-			short = true
-		} else if err != nil {
+		if err != nil {
 			return fail(err)
 		}
-		at += out[k]
+		for _, size := range runSizes {
+			at += size
+		}
+		lo = hi
 	}
 	if short {
 		return failf(StatusShortBuf, fmt.Sprintf("%s: the samples need %d bytes, the buffer has %d", fn, at, dstLen))

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import operator
 import threading
+from contextlib import ExitStack
 from typing import Any
 
 import numpy as np
 
 from .errors import MixtureError, SpecError
+from .joined import Part
 from .reader import Readable
 
 
@@ -143,6 +145,9 @@ class PathMember(Readable):
         if type(key) is int and 0 <= key < self._length:  # one datapoint: the reader's fast path
             return self._open()[key]
         return super().__getitem__(key)
+
+    def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
+        return self._open()._leaves(idx, held)  # idx in range: a mixture's map routed it here
 
     def read_columns(self, indices: Any, mask: Any = None) -> dict[str, Any]:
         return self._open().read_columns(self._indices(indices), mask)

@@ -9,6 +9,7 @@ import sys
 import threading
 import zlib
 from collections.abc import Mapping
+from contextlib import ExitStack
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -22,6 +23,7 @@ from . import codecs, columns, scans, sequence
 from .datapoint import DatapointReads, FieldDecodeFailed
 from .errors import (CodecError, CorruptDatasetError, DatasetChangedError, IncompleteDatasetError,
                      MaskError, SequenceRangeError, SpecError)
+from .joined import Part, read_joined
 from .spec import SPEC_FILE, Field, parse_spec_document, read_spec_and_metadata
 
 # Remote field files opened at once by a DatasetReader (each open is a request).
@@ -55,6 +57,13 @@ class Readable:
         """The datapoints at ``indices`` (negative counts from the end), as dicts holding the
         fields ``mask`` selects (all by default), read with one call per field per batch."""
         raise NotImplementedError
+
+    def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
+        """The datasets with files of their own (``DatasetReader``s) that hold datapoints
+        ``idx`` (in range), each kept open until ``held`` closes: ``(leaf, positions in idx,
+        indices in leaf)``, or None when a batch of this dataset is not read from its
+        leaves at once (see ``ffrecord.dataset.joined``)."""
+        return None
 
     def available(self, index: int) -> dict[str, int | bool]:
         """What datapoint ``index`` holds: ``True`` for each plain field, the element count
@@ -423,6 +432,9 @@ class DatasetReader(Readable):
 
     def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
         return self._read(indices, mask, self._decoders)
+
+    def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
+        return [(self, slice(None), idx)]  # all of idx: a slice costs no array
 
     def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
         """``read(indices)``: torch's ``DataLoader`` (2.0 and later) fetches a batch this
@@ -937,9 +949,41 @@ class Routed(Readable):
         raise NotImplementedError
 
     def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
+        idx = self._indices(indices)
+        joined = self._joined(idx, mask, worker=False)
+        if joined is not None:
+            return joined
         # a member asked for one datapoint reads it alone (its fast path: one native call)
-        return self._gathered(indices, lambda member, local: member.read(local, mask),
+        return self._gathered(idx, lambda member, local: member.read(local, mask),
                               _one_datapoint if mask is None else None)
+
+    def _joined(self, idx: np.ndarray, mask: Any, worker: bool) -> list[dict[str, Any]] | None:
+        """The batch read from its leaves at once (``ffrecord.dataset.joined``), or None when
+        it lies in one member or its leaves cannot be read so."""
+        if len(idx) < 2 or not self._readable:
+            return None
+        with ExitStack() as held:
+            parts = self._leaves(idx, held)
+            if parts is None or len(parts) < 2:
+                return None
+            # each field's bytes per sample in the last such batch: the next one's buffer size
+            sizes = self.__dict__.setdefault("_joined_sizes", {})
+            return read_joined(parts, len(idx), mask, worker, sizes)
+
+    def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
+        member, local = self._route(idx)
+        order = np.argsort(member, kind="stable")
+        grouped = member[order]
+        cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
+        parts: list[Part] = []
+        for a, b in zip([0, *cuts], [*cuts, len(idx)]):
+            where = order[a:b]
+            leaves = getattr(self.members[int(grouped[a])], "_leaves", None)
+            found = None if leaves is None else leaves(local[where], held)
+            if found is None:
+                return None
+            parts += [(leaf, where[positions], inner) for leaf, positions, inner in found]
+        return parts
 
     def read_columns(self, indices: Any, mask: Any = None) -> dict[str, Any]:
         """Each member's ``read_columns`` of its part of ``indices``, put together."""
@@ -959,7 +1003,11 @@ class Routed(Readable):
         """Each member's ``__getitems__`` (see ``DatasetReader.__getitems__``)."""
         if not self._readable:
             return self.read(indices)
-        return self._gathered(indices, lambda member, local: member.__getitems__(local))
+        idx = self._indices(indices)
+        joined = self._joined(idx, None, worker=True)
+        if joined is not None:
+            return joined
+        return self._gathered(idx, lambda member, local: member.__getitems__(local))
 
     def _gathered(self, indices: Any, fetch: Callable[[Readable, np.ndarray], list],
                   single: Callable[[Readable, int], Any] | None = None) -> list[Any]:

@@ -31,6 +31,7 @@ import itertools
 import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import Any, Callable
 
 import numpy as np
@@ -41,6 +42,7 @@ from ..errors import ObjectChangedError
 from ..reader import FileReader
 from . import manifest as manifests
 from .errors import IncompleteDatasetError
+from .joined import Part
 from .manifest import Manifest
 from .open_files import READERS
 from .reader import DatasetReader, Readable, ShardedDatasetReader, _OPENS_AT_ONCE, check_count
@@ -206,6 +208,10 @@ class LazyShard(Readable):
     def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
         with self._source.leased(self.number) as reader:
             return reader.__getitems__(indices)
+
+    def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
+        held.callback(READERS.release, lease := self._source.lease(self.number))
+        return lease.reader._leaves(idx, held)
 
     def __getitem__(self, key: Any) -> Any:
         lease = self._source.lease(self.number)
@@ -411,6 +417,13 @@ class VersionedReader(ShardedDatasetReader):
                 for pos, value in zip(where.tolist(), got):
                     out[pos] = value
         return out
+
+    def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
+        if self._source.remote:  # its own path plans the requests of a batch's shards together
+            return None
+        if len(self.members) == 1:
+            return self.members[0]._leaves(idx, held)
+        return super()._leaves(idx, held)
 
     def element_counts(self, name: str, indices: Any = None) -> np.ndarray:
         """The element count of sequence field ``name`` in each datapoint of ``indices``
