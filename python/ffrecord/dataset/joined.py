@@ -9,18 +9,28 @@ of a field file and a sample index, ordered by file) and decoded once. Fields th
 be read so (a sequence's element ranges, a column's blocks, a field held in memory, leaves
 that decode it differently) are read leaf by leaf, as before.
 
+Where each member is a single leaf, even resolving the batch member by member costs too
+much (a mixture of a thousand members: a batch of 64 touches 60 of them): ``LeafHandles``
+keeps, per member, the native handle of each field's file, so that a batch's pairs come
+from array lookups, with no Python per member or datapoint (``read_by_handles``). The
+handles are taken from the member's open files and not held: the table of open files may
+close them meanwhile, and a read that meets a closed one (the library refuses it, nothing
+is read) drops what was kept and reads that batch through the leaves again.
+
 Remote leaves are not joined: their reads plan requests per file, which their own path does.
 """
 
 from __future__ import annotations
 
+import threading
+from contextlib import ExitStack
 from typing import Any
 
 import numpy as np
 
 from .. import _lib
-from ..errors import E_SHORTBUF
-from .errors import CodecError
+from ..errors import E_CLOSED, E_SHORTBUF
+from .errors import CodecError, CorruptDatasetError
 
 # (leaf DatasetReader, its positions in the batch (an index array; a slice within a leaf's
 # own answer, which its parent turns into an array), indices in the leaf)
@@ -56,8 +66,12 @@ def read_joined(parts: list[Part], n: int, mask: Any, worker: bool, sizes: dict[
                 continue
             counts = [len(part) for _, _, part in parts]
             local = np.concatenate([part for _, _, part in parts])
-            buf, starts, ends = _read_pairs([leaf._readers[name] for leaf in leaves], counts, local,
-                                            sizes.get(name, 0))
+            lives = [leaf._readers[name]._live() for leaf in leaves]
+            handles = np.repeat(np.array([handle for _, handle in lives], np.int64), counts)
+            read = _read_pairs(lives[0][0], handles, local, sizes.get(name, 0))
+            if read is None:  # closed meanwhile: read leaf by leaf
+                return None
+            buf, starts, ends = read
             sizes[name] = -(-len(buf) // max(1, len(local)))
             columns.append(first._decode_values(field, buf, starts, ends, local, decode))
     except CodecError:
@@ -70,14 +84,12 @@ def read_joined(parts: list[Part], n: int, mask: Any, worker: bool, sizes: dict[
     return out
 
 
-def _read_pairs(readers: list[Any], counts: list[int], local: np.ndarray,
-                per_sample: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Samples ``local`` of the readers (``counts[j]`` of them from ``readers[j]``, in that
-    order) in one call (two when ``per_sample`` bytes each, and a quarter more, are too
-    few): the samples back to back and each one's start and end among them."""
-    lives = [reader._live() for reader in readers]
-    dll = lives[0][0]
-    handles = np.repeat(np.array([handle for _, handle in lives], np.int64), counts)
+def _read_pairs(dll: Any, handles: np.ndarray, local: np.ndarray,
+                per_sample: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Sample ``local[k]`` of reader ``handles[k]`` for every k in one call (two when
+    ``per_sample`` bytes each, and a quarter more, are too few): the samples back to back
+    and each one's start and end among them; None when a reader was closed meanwhile."""
+    handles = np.ascontiguousarray(handles, np.int64)
     idx = np.ascontiguousarray(local, np.uint64)
     sizes = np.empty(len(idx), np.uint64)
     buf = np.empty(per_sample * len(idx) * 5 // 4, np.uint8)
@@ -87,9 +99,113 @@ def _read_pairs(readers: list[Any], counts: list[int], local: np.ndarray,
         if status != E_SHORTBUF:
             break
         buf = np.empty(int(sizes.sum()), np.uint8)
+    if status == E_CLOSED:
+        return None
     if status:
         _lib.raise_status(status)
     buf = buf[:int(sizes.sum())]
     ends = np.cumsum(sizes, dtype=np.int64)
     return buf, ends - sizes.astype(np.int64), ends
 
+
+class LeafHandles:
+    """Per member of a routed dataset (``Routed``) that is one local leaf decoding as the
+    first such does: the handle of each plain field's file (see the module). Reset after a
+    fork (the library and its handles are new) and when a kept handle was closed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lib: Any = None
+        self._reset(0)
+
+    def _reset(self, members: int) -> None:
+        self.reference: Any = None  # the first leaf: its fields and decoders decode every batch
+        self.known = np.zeros(members, np.int8)  # 1: a leaf whose handles are kept, -1: not one
+        self.handles: dict[str, np.ndarray] = {}
+
+    def of(self, routed: Any, member: np.ndarray) -> tuple[Any, dict[str, np.ndarray]] | None:
+        """``(reference leaf, {field: the handle for each datapoint})`` for a batch whose
+        datapoints lie in members ``member``, or None when one of them is not a leaf."""
+        lib = _lib.current()
+        with self._lock:
+            if lib is not self._lib or len(self.known) != len(routed.members):
+                self._lib = lib
+                self._reset(len(routed.members))
+            known = self.known[member]
+            if not known.all():
+                for m in np.unique(member[known == 0]).tolist():
+                    self._learn(routed.members[m], m)
+                known = self.known[member]
+            if (known != 1).any():
+                return None
+            return self.reference, {name: handles[member] for name, handles in self.handles.items()}
+
+    def forget(self) -> None:
+        """Drops every kept handle (one was closed): they are learnt again as read."""
+        with self._lock:
+            self._reset(len(self.known))
+
+    def _learn(self, member: Any, m: int) -> None:
+        single = getattr(member, "_single_leaf", None)
+        with ExitStack() as held:
+            leaf = None if single is None else single(held)
+            if leaf is None or not self._fits(leaf):
+                self.known[m] = -1
+                return
+            for name, handles in self.handles.items():
+                handles[m] = leaf._readers[name]._live()[1]
+        self.known[m] = 1
+
+    def _fits(self, leaf: Any) -> bool:
+        from .reader import DatasetReader
+
+        if type(leaf)._read is not DatasetReader._read or leaf._remote or leaf._held:
+            return False
+        reference = self.reference
+        if reference is None:
+            self.reference = leaf
+            self.handles = {name: np.zeros(len(self.known), np.int64)
+                            for name, field in leaf._fields.items() if field.block is None}
+            return True
+        return leaf._fields == reference._fields and all(
+            leaf._decoders[name] is reference._decoders[name] for name in leaf._fields)
+
+
+def read_by_handles(routed: Any, idx: np.ndarray, mask: Any, worker: bool,
+                    sizes: dict[str, int]) -> list[dict[str, Any]] | None:
+    """The datapoints ``idx`` of ``routed`` read by one call per field through the handles
+    ``LeafHandles`` keeps, or None when a member is not a leaf, the mask selects a column or
+    a range of a sequence, a handle was closed, or a value fails to decode (the caller then
+    reads through the leaves, which report a failure with the leaf's own name and index).
+    ``worker`` and ``sizes`` as for ``read_joined``."""
+    from .reader import WHOLE, _torch_worker_decoders, parse_mask
+
+    table = routed.__dict__.get("_leaf_handles")
+    if table is None:
+        table = routed.__dict__.setdefault("_leaf_handles", LeafHandles())
+    member, local = routed._route(idx)
+    found = table.of(routed, member)
+    if found is None:
+        return None
+    reference, handles = found
+    decoders = (_torch_worker_decoders(reference._decoders) if worker else None) or reference._decoders
+    selection = parse_mask(mask, reference._fields)
+    if any(name not in handles or (chosen is not WHOLE) for name, chosen in selection.items()):
+        return None
+    dll = table._lib.dll
+    columns: list[list[Any]] = []
+    try:
+        for name, chosen in selection.items():
+            field = reference._fields[name]
+            read = _read_pairs(dll, handles[name], local, sizes.get(name, 0))
+            if read is None:
+                table.forget()
+                return None
+            buf, starts, ends = read
+            sizes[name] = -(-len(buf) // max(1, len(local)))
+            columns.append(reference._sequences_from_samples(field, chosen, buf, starts, ends, local)
+                           if field.sequence else reference._decode_values(field, buf, starts, ends, local, decoders[name]))
+    except (CodecError, CorruptDatasetError):
+        return None
+    names = list(selection)
+    return [dict(zip(names, values)) for values in zip(*columns)] if columns else [{} for _ in range(len(idx))]

@@ -149,6 +149,9 @@ class PathMember(Readable):
     def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
         return self._open()._leaves(idx, held)  # idx in range: a mixture's map routed it here
 
+    def _single_leaf(self, held: ExitStack) -> Any:
+        return self._open()._single_leaf(held)  # its first datapoints: those the map routes here
+
     def read_columns(self, indices: Any, mask: Any = None) -> dict[str, Any]:
         return self._open().read_columns(self._indices(indices), mask)
 

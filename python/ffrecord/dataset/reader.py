@@ -23,7 +23,7 @@ from . import codecs, columns, scans, sequence
 from .datapoint import DatapointReads, FieldDecodeFailed
 from .errors import (CodecError, CorruptDatasetError, DatasetChangedError, IncompleteDatasetError,
                      MaskError, SequenceRangeError, SpecError)
-from .joined import Part, read_joined
+from .joined import Part, read_by_handles, read_joined
 from .spec import SPEC_FILE, Field, parse_spec_document, read_spec_and_metadata
 
 # Remote field files opened at once by a DatasetReader (each open is a request).
@@ -57,6 +57,11 @@ class Readable:
         """The datapoints at ``indices`` (negative counts from the end), as dicts holding the
         fields ``mask`` selects (all by default), read with one call per field per batch."""
         raise NotImplementedError
+
+    def _single_leaf(self, held: ExitStack) -> Any:
+        """The ``DatasetReader`` that holds every datapoint of this dataset, as its own
+        (index for index), kept open until ``held`` closes; None when there is no such one."""
+        return None
 
     def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
         """The datasets with files of their own (``DatasetReader``s) that hold datapoints
@@ -435,6 +440,9 @@ class DatasetReader(Readable):
 
     def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
         return [(self, slice(None), idx)]  # all of idx: a slice costs no array
+
+    def _single_leaf(self, held: ExitStack) -> Any:
+        return self
 
     def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
         """``read(indices)``: torch's ``DataLoader`` (2.0 and later) fetches a batch this
@@ -962,13 +970,20 @@ class Routed(Readable):
         it lies in one member or its leaves cannot be read so."""
         if len(idx) < 2 or not self._readable:
             return None
+        # each field's bytes per sample in the last such batch: the next one's buffer size
+        sizes = self.__dict__.setdefault("_joined_sizes", {})
+        by_handles = read_by_handles(self, idx, mask, worker, sizes)
+        if by_handles is not None:
+            return by_handles
         with ExitStack() as held:
             parts = self._leaves(idx, held)
             if parts is None or len(parts) < 2:
                 return None
-            # each field's bytes per sample in the last such batch: the next one's buffer size
-            sizes = self.__dict__.setdefault("_joined_sizes", {})
             return read_joined(parts, len(idx), mask, worker, sizes)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # handles belong to this process's library: a copy learns its own
+        return {k: v for k, v in self.__dict__.items() if k != "_leaf_handles"}
 
     def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
         member, local = self._route(idx)

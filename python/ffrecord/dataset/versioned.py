@@ -213,6 +213,10 @@ class LazyShard(Readable):
         held.callback(READERS.release, lease := self._source.lease(self.number))
         return lease.reader._leaves(idx, held)
 
+    def _single_leaf(self, held: ExitStack) -> Any:
+        held.callback(READERS.release, lease := self._source.lease(self.number))
+        return lease.reader
+
     def __getitem__(self, key: Any) -> Any:
         lease = self._source.lease(self.number)
         try:
@@ -424,6 +428,9 @@ class VersionedReader(ShardedDatasetReader):
         if len(self.members) == 1:
             return self.members[0]._leaves(idx, held)
         return super()._leaves(idx, held)
+
+    def _single_leaf(self, held: ExitStack) -> Any:
+        return None if self._source.remote or len(self.members) != 1 else self.members[0]._single_leaf(held)
 
     def element_counts(self, name: str, indices: Any = None) -> np.ndarray:
         """The element count of sequence field ``name`` in each datapoint of ``indices``
