@@ -11,11 +11,13 @@ step of the schedule draws them at random, ``--weights uniform`` (about equal) o
 mixtures); a pattern of 65,536 places, so that the smallest weights keep their share. The
 mixture is as long as the plain dataset (``length=``: a member that runs out starts again,
 as a small source upsampled does). The table of open files keeps its bound (``--bound``, default the library's: 128
-files) unless given. Each rank is a fresh process; both run at once; a round runs the
+files) unless given. Each rank is a fresh process; both run at once; each times its batches after
+``--warmup`` batches (reported apart: its workers start, and open each member the first time
+they read it: a training run pays that once, then reads for days); a round runs the
 mixture then the plain dataset, ``--rounds`` rounds, the best round of each reported and
 the ratio of their medians.
 
-    python benchmarks/mixtures.py [--members 1000] [--per-member 48] [--bytes 64] [--batches 150]
+    python benchmarks/mixtures.py [--members 1000] [--per-member 48] [--bytes 64] [--warmup 100] [--batches 300]
                                   [--weights uniform,zipf] [--bound 128] [--rounds 3]
 
 Goals (issue 35): samples/s at least 0.8× the plain dataset's; at most 256 descriptors and
@@ -41,7 +43,6 @@ if __name__ == "__main__":
 
 SPEC = {"tokens": "bytes", "label": "int"}
 BATCH, WORLD, WORKERS, CHANGES = 64, 2, 2, 10
-UNTIMED = 3  # batches that absorb worker start-up
 
 
 def weights_of(kind: str, members: int, seed: int) -> list[float]:
@@ -119,10 +120,12 @@ def child(args: argparse.Namespace) -> None:
     opened = time.perf_counter() - start
     loader = DataLoader(StructuredDataset(data), batch_size=BATCH, num_workers=WORKERS, rank=args.rank,
                         world_size=WORLD, **options)
-    batches = min(args.batches, len(loader) - UNTIMED)
+    batches = min(args.batches, len(loader) - args.warmup)
+    began = time.perf_counter()
     iterator = iter(loader)
-    for _ in range(UNTIMED):
+    for _ in range(args.warmup):
         next(iterator)
+    warmup = time.perf_counter() - began
     base_fds, base_rss = _held(os.getpid())
     most_fds, most_rss = base_fds, base_rss
     begin = time.perf_counter()
@@ -132,8 +135,8 @@ def child(args: argparse.Namespace) -> None:
             fds, rss = _held(os.getpid())
             most_fds, most_rss = max(most_fds, fds), max(most_rss, rss)
     elapsed = time.perf_counter() - begin
-    print(json.dumps({"samples_per_s": batches * BATCH / elapsed, "open_s": opened, "fds": most_fds,
-                      "rss": most_rss}))
+    print(json.dumps({"samples_per_s": batches * BATCH / elapsed, "open_s": opened, "warmup_s": warmup,
+                      "fds": most_fds, "rss": most_rss}))
 
 
 def run_ranks(script: str, kind: str, common: list[str]) -> dict[str, float]:
@@ -149,7 +152,8 @@ def run_ranks(script: str, kind: str, common: list[str]) -> dict[str, float]:
             raise RuntimeError(f"{kind} rank failed: {err[-3000:]}")
         outs.append(json.loads(out.splitlines()[-1]))
     return {"samples_per_s": sum(o["samples_per_s"] for o in outs), "fds": max(o["fds"] for o in outs),
-            "rss": max(o["rss"] for o in outs), "open_s": max(o["open_s"] for o in outs)}
+            "rss": max(o["rss"] for o in outs), "open_s": max(o["open_s"] for o in outs),
+            "warmup_s": max(o["warmup_s"] for o in outs)}
 
 
 # -- the ledger at 10^9 datapoints ------------------------------------------------------------
@@ -193,7 +197,9 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=1000)
     parser.add_argument("--per-member", type=int, default=48)
     parser.add_argument("--bytes", type=int, default=64)
-    parser.add_argument("--batches", type=int, default=150, help="batches timed per rank")
+    parser.add_argument("--batches", type=int, default=300, help="batches timed per rank")
+    parser.add_argument("--warmup", type=int, default=100,
+                        help="batches per rank before the timing (worker start-up, members' first opens)")
     parser.add_argument("--weights", default="uniform,zipf")
     parser.add_argument("--bound", type=int, default=0, help="the table's bound on open files (0: the library's)")
     parser.add_argument("--rounds", type=int, default=3)
@@ -216,7 +222,7 @@ def main() -> None:
         (Path(tmp) / "paths.json").write_text(json.dumps(paths))
         print(f"# written in {time.perf_counter() - began:.1f} s")
         common = ["--paths", str(Path(tmp) / "paths.json"), "--plain", plain, "--per-member", str(args.per_member),
-                  "--batches", str(args.batches), "--bound", str(args.bound)]
+                  "--batches", str(args.batches), "--warmup", str(args.warmup), "--bound", str(args.bound)]
         kinds = [k for k in args.weights.split(",") if k]
         rounds: dict[str, list[dict[str, float]]] = {k: [] for k in [*kinds, "plain"]}
         for _ in range(args.rounds):
@@ -225,14 +231,14 @@ def main() -> None:
     best = {kind: max(rs, key=lambda r: r["samples_per_s"]) for kind, rs in rounds.items()}
     plain_rate = statistics.median(r["samples_per_s"] for r in rounds["plain"])
     print("\n| dataset | samples/s (best) | × plain (medians) | descriptors (most, of one process) | "
-          "RSS MiB (rank + its workers) | open s |")
-    print("| --- | --- | --- | --- | --- | --- |")
+          f"RSS MiB (rank + its workers) | open s | first {args.warmup} batches s |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     ratios = {}
     for kind, result in best.items():
         ratios[kind] = statistics.median(r["samples_per_s"] for r in rounds[kind]) / plain_rate
         label = "plain (one dataset, shuffled)" if kind == "plain" else f"mixture, {kind} weights"
         print(f"| {label} | {result['samples_per_s']:,.0f} | {ratios[kind]:.2f} | {result['fds']} | "
-              f"{result['rss'] / 2**20:.0f} | {result['open_s']:.2f} |")
+              f"{result['rss'] / 2**20:.0f} | {result['open_s']:.2f} | {result['warmup_s']:.2f} |")
     timing = ledger_timing(args.ledger_members)
     print(f"\nThe ledger of one step (2 ranks × 1,024), {args.ledger_members} members, 10⁹ datapoints, "
           "median of 20 steps:")

@@ -91,6 +91,11 @@ func (r *Reader) ReadBatch(indices []uint64, dst []byte, sizes []uint64) error {
 		return err
 	}
 	defer r.mu.RUnlock()
+	return r.readBatchHeld(indices, dst, sizes)
+}
+
+// readBatchHeld is ReadBatch for a caller that holds the reader (acquire).
+func (r *Reader) readBatchHeld(indices []uint64, dst []byte, sizes []uint64) error {
 	b := getBatch(len(indices))
 	defer putBatch(b)
 

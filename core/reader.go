@@ -226,6 +226,11 @@ func (r *Reader) Sizes(indices, sizes []uint64) error {
 		return err
 	}
 	defer r.mu.RUnlock()
+	return r.sizesHeld(indices, sizes)
+}
+
+// sizesHeld is Sizes for a caller that holds the reader (acquire).
+func (r *Reader) sizesHeld(indices, sizes []uint64) error {
 	it := new(batchItem)
 	return withFaultGuard(faultAt(&it, r.files[0].path), func() error {
 		for k, index := range indices {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 	"unsafe"
@@ -272,9 +271,8 @@ func ReadersReadBatch(handles, indices unsafe.Pointer, n uint64, dst unsafe.Poin
 	return readPairs(fn, hs, idx, dst, dstLen, sizes)
 }
 
-// readPairs reads sample idx[k] of reader hs[k] for each k, back to back into dst: each run
-// of equal handles is one batch read of that reader. When dst is too small, it goes on
-// sizing the rest, so that the caller learns every size from one call.
+// readPairs reads sample idx[k] of reader hs[k] for each k, back to back into dst, in one
+// core.ReadAcross: when dst is too small, every size is filled.
 func readPairs(fn string, hs []int64, idx []uint64, dst unsafe.Pointer, dstLen uint64, sizes unsafe.Pointer) int32 {
 	out, err := cArray[uint64](fn, "sizes", sizes, uint64(len(hs)))
 	if err != nil {
@@ -284,33 +282,18 @@ func readPairs(fn string, hs []int64, idx []uint64, dst unsafe.Pointer, dstLen u
 	if err != nil {
 		return fail(err)
 	}
-	var at uint64
-	short := false
-	for lo := 0; lo < len(hs); {
-		hi := lo + 1
-		for hi < len(hs) && hs[hi] == hs[lo] {
-			hi++
+	rs := make([]*core.Reader, len(hs))
+	for k, h := range hs {
+		if k > 0 && h == hs[k-1] {
+			rs[k] = rs[k-1]
+			continue
 		}
-		r, err := readers.get(fn, hs[lo])
-		if err != nil {
+		if rs[k], err = readers.get(fn, h); err != nil {
 			return fail(err)
 		}
-		run, runSizes := idx[lo:hi], out[lo:hi]
-		if short { // only the sizes now, for the caller's next buffer
-			err = r.Sizes(run, runSizes)
-		} else if err = r.ReadBatch(run, buf[at:], runSizes); errors.Is(err, io.ErrShortBuffer) {
-			short, err = true, nil
-		}
-		if err != nil {
-			return fail(err)
-		}
-		for _, size := range runSizes {
-			at += size
-		}
-		lo = hi
 	}
-	if short {
-		return failf(StatusShortBuf, fmt.Sprintf("%s: the samples need %d bytes, the buffer has %d", fn, at, dstLen))
+	if err := core.ReadAcross(rs, idx, buf, out); err != nil {
+		return fail(fmt.Errorf("%s: %w", fn, err))
 	}
 	return StatusOK
 }

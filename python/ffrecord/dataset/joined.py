@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -86,26 +86,42 @@ def read_joined(parts: list[Part], n: int, mask: Any, worker: bool, sizes: dict[
 
 def _read_pairs(dll: Any, handles: np.ndarray, local: np.ndarray,
                 per_sample: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Sample ``local[k]`` of reader ``handles[k]`` for every k in one call (two when
-    ``per_sample`` bytes each, and a quarter more, are too few): the samples back to back
-    and each one's start and end among them; None when a reader was closed meanwhile."""
+    """Sample ``local[k]`` of reader ``handles[k]`` for every k in one call (see
+    ``_read_sized``): the samples back to back and each one's start and end among them;
+    None when a reader was closed meanwhile."""
+    read = _read_sized(dll, handles, local, per_sample, _new_bytes)
+    if read is None:
+        return None
+    buf, sizes = read
+    ends = np.cumsum(sizes, dtype=np.int64)
+    return buf, ends - sizes.astype(np.int64), ends
+
+
+def _read_sized(dll: Any, handles: np.ndarray, local: np.ndarray, per_sample: int,
+                allocate: Callable[[int], np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Sample ``local[k]`` of reader ``handles[k]`` for every k, back to back into a buffer
+    from ``allocate``, in one call (two when ``per_sample`` bytes each, and a quarter more,
+    are too few): the buffer, cut to the samples, and their sizes; None when a reader was
+    closed meanwhile."""
     handles = np.ascontiguousarray(handles, np.int64)
     idx = np.ascontiguousarray(local, np.uint64)
     sizes = np.empty(len(idx), np.uint64)
-    buf = np.empty(per_sample * len(idx) * 5 // 4, np.uint8)
+    buf = allocate(per_sample * len(idx) * 5 // 4)
     for _ in range(2):  # a short buffer fills every size: the second call has room
         status = dll.ffr_readers_read_batch(handles.ctypes.data, idx.ctypes.data, len(idx),
                                             buf.ctypes.data, buf.nbytes, sizes.ctypes.data)
         if status != E_SHORTBUF:
             break
-        buf = np.empty(int(sizes.sum()), np.uint8)
+        buf = allocate(int(sizes.sum()))
     if status == E_CLOSED:
         return None
     if status:
         _lib.raise_status(status)
-    buf = buf[:int(sizes.sum())]
-    ends = np.cumsum(sizes, dtype=np.int64)
-    return buf, ends - sizes.astype(np.int64), ends
+    return buf[:int(sizes.sum())], sizes
+
+
+def _new_bytes(nbytes: int) -> np.ndarray:
+    return np.empty(nbytes, np.uint8)
 
 
 class LeafHandles:
@@ -171,6 +187,36 @@ class LeafHandles:
             leaf._decoders[name] is reference._decoders[name] for name in leaf._fields)
 
 
+def _handles_of(routed: Any, idx: np.ndarray) -> tuple[LeafHandles, Any, dict[str, np.ndarray], np.ndarray] | None:
+    """``(table, reference leaf, {field: each datapoint's handle}, indices in the leaves)``
+    for the datapoints ``idx`` of ``routed``, or None when a member is not a leaf."""
+    table = routed.__dict__.get("_leaf_handles")
+    if table is None:
+        table = routed.__dict__.setdefault("_leaf_handles", LeafHandles())
+    member, local = routed._route(idx)
+    found = table.of(routed, member)
+    return None if found is None else (table, *found, local)
+
+
+def field_batch_by_handles(routed: Any, name: str, idx: np.ndarray, allocate: Callable[[int], np.ndarray],
+                           sizes: dict[str, int]) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """Field ``name``'s stored values at ``idx`` of ``routed`` by one call through the kept
+    handles, into a buffer from ``allocate``: ``(buffer, sizes, their one size or -1)``, as
+    ``DatasetReader._field_batch`` gives them; None when they cannot be read so."""
+    found = _handles_of(routed, idx)
+    if found is None or name not in found[2]:
+        return None
+    table, _, handles, local = found
+    read = _read_sized(table._lib.dll, handles[name], local, sizes.get(name, 0), allocate)
+    if read is None:
+        table.forget()
+        return None
+    buf, each = read
+    sizes[name] = -(-len(buf) // max(1, len(local)))
+    common = int(each[0]) if len(each) and (each == each[0]).all() else -1
+    return buf, each, common
+
+
 def read_by_handles(routed: Any, idx: np.ndarray, mask: Any, worker: bool,
                     sizes: dict[str, int]) -> list[dict[str, Any]] | None:
     """The datapoints ``idx`` of ``routed`` read by one call per field through the handles
@@ -180,14 +226,10 @@ def read_by_handles(routed: Any, idx: np.ndarray, mask: Any, worker: bool,
     ``worker`` and ``sizes`` as for ``read_joined``."""
     from .reader import WHOLE, _torch_worker_decoders, parse_mask
 
-    table = routed.__dict__.get("_leaf_handles")
-    if table is None:
-        table = routed.__dict__.setdefault("_leaf_handles", LeafHandles())
-    member, local = routed._route(idx)
-    found = table.of(routed, member)
+    found = _handles_of(routed, idx)
     if found is None:
         return None
-    reference, handles = found
+    table, reference, handles, local = found
     decoders = (_torch_worker_decoders(reference._decoders) if worker else None) or reference._decoders
     selection = parse_mask(mask, reference._fields)
     if any(name not in handles or (chosen is not WHOLE) for name, chosen in selection.items()):

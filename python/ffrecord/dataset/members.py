@@ -120,6 +120,11 @@ class PathMember(Readable):
         return self._open().spec
 
     @property
+    def decoders(self) -> Any:
+        """The decoders it opens with (``open_version``'s option), None for the built-in ones."""
+        return self.options.get("decoders")
+
+    @property
     def fields(self) -> dict[str, Any]:
         return self._open().fields
 

@@ -116,10 +116,14 @@ class MixtureMap:
             member, local = self._within(0, idx)
         else:
             which = np.searchsorted(self.positions, idx, side="right") - 1
-            member, local = np.empty_like(idx), np.empty_like(idx)
-            for s in np.unique(which).tolist():
-                where = np.flatnonzero(which == s)
-                member[where], local[where] = self._within(s, idx[where])
+            lo, hi = (int(which.min()), int(which.max())) if len(which) else (0, 0)
+            if lo == hi:  # a batch within one step of the schedule, as most are
+                member, local = self._within(lo, idx)
+            else:
+                member, local = np.empty_like(idx), np.empty_like(idx)
+                for s in np.unique(which).tolist():
+                    where = np.flatnonzero(which == s)
+                    member[where], local[where] = self._within(s, idx[where])
         if self.wrap:
             local %= self.lengths[member]
         return member, local

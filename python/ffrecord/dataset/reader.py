@@ -5,6 +5,7 @@ with ``Mixture``: indexing, masks, batched reads."""
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import threading
 import zlib
@@ -17,13 +18,14 @@ import numpy as np
 
 from .. import _counters as counters
 from .. import _remote
+from .._buffers import allocator, output_view
 from .._indices import index_array, one_index
 from ..reader import FileReader
 from . import codecs, columns, scans, sequence
 from .datapoint import DatapointReads, FieldDecodeFailed
 from .errors import (CodecError, CorruptDatasetError, DatasetChangedError, IncompleteDatasetError,
                      MaskError, SequenceRangeError, SpecError)
-from .joined import Part, read_by_handles, read_joined
+from .joined import Part, field_batch_by_handles, read_by_handles, read_joined
 from .spec import SPEC_FILE, Field, parse_spec_document, read_spec_and_metadata
 
 # Remote field files opened at once by a DatasetReader (each open is a request).
@@ -980,6 +982,37 @@ class Routed(Readable):
             if parts is None or len(parts) < 2:
                 return None
             return read_joined(parts, len(idx), mask, worker, sizes)
+
+    @property
+    def fields(self) -> dict[str, Field]:
+        """The fields of its members (its first member's: every member has the same)."""
+        return self.members[0].fields
+
+    def _field_batch(self, name: str, idx: np.ndarray, out: Any) -> tuple[np.ndarray, np.ndarray, int]:
+        """Field ``name``'s stored values at ``idx`` in one buffer (see
+        ``DatasetReader._field_batch``; for a loader worker's columns, which take only
+        fields decoded by the built-in codecs: see ``builtin_decoding``): by one call through
+        the members' kept handles, else read and packed again (``bytes`` values as they are,
+        ``int`` and ``float`` as their 8 little-endian bytes)."""
+        allocate = (allocator(out) if callable(out) else (lambda nbytes: output_view(out, nbytes))
+                    if out is not None else (lambda nbytes: np.empty(nbytes, np.uint8)))
+        got = field_batch_by_handles(self, name, idx, allocate, self.__dict__.setdefault("_joined_sizes", {}))
+        if got is not None:
+            return got
+        values = [d[name] for d in self.read(idx, [name])]
+        packed = [bytes(v) for v in values] if self.spec[name] == "bytes" else \
+            [v.to_bytes(8, "little", signed=True) if isinstance(v, int) else struct.pack("<d", v) for v in values]
+        sizes = np.array([len(v) for v in packed], np.uint64)
+        buf = allocate(int(sizes.sum()))[:int(sizes.sum())]
+        buf[:] = np.frombuffer(b"".join(packed), np.uint8)
+        common = int(sizes[0]) if len(sizes) and (sizes == sizes[0]).all() else -1
+        return buf, sizes, common
+
+    def builtin_decoding(self) -> bool:
+        """True when every member decodes with the built-in codecs alone (no ``decoders``
+        given, all the way down)."""
+        return all(isinstance(m, Readable) and not getattr(m, "decoders", None)
+                   and (not isinstance(m, Routed) or m.builtin_decoding()) for m in self.members)
 
     def __getstate__(self) -> dict[str, Any]:
         # handles belong to this process's library: a copy learns its own
