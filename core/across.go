@@ -8,15 +8,20 @@ import (
 	"unsafe"
 )
 
+// jointFrom is the fewest samples read as one batch across readers: a batch checks a page's
+// residency first (a system call, see resident), where a lone sample per reader is copied
+// from its mapping at once (fetchOne), so a datapoint's few fields are read reader by reader.
+const jointFrom = 8
+
 // ReadAcross reads sample indices[k] of readers[k] for every k back to back into dst, and
 // sets sizes[k] to each one's size, as each reader's ReadBatch would read and check it: a
 // batch gathered from many readers (a mixture's members, a dataset's shards) in one call.
 // When dst is too small it returns an error wrapping io.ErrShortBuffer with every size
 // filled and nothing read.
 //
-// Local readers that serve their samples from their mappings or the engine alike (not
-// remote, not direct, within the mapping budget) are read as one batch: a sample costs
-// what it costs in any batch, where a batch of one per reader would pay a batch's setup
+// From jointFrom samples on, local readers that serve their samples from their mappings or
+// the engine alike (not remote, not direct, within the mapping budget) are read as one
+// batch: a sample costs what it costs in any batch, where a batch of one per reader would pay a batch's setup
 // per sample (a mixture of a thousand members: most of a batch's samples come from
 // different readers). Otherwise each run of one reader is read by its own ReadBatch.
 func ReadAcross(readers []*Reader, indices []uint64, dst []byte, sizes []uint64) error {
@@ -53,7 +58,7 @@ func ReadAcross(readers []*Reader, indices []uint64, dst []byte, sizes []uint64)
 	if n == 0 {
 		return nil
 	}
-	if !joint {
+	if !joint || n < jointFrom {
 		return readRuns(readers, indices, dst, sizes)
 	}
 	b := getBatch(n)
