@@ -92,7 +92,7 @@ func downloadAhead(spans []prefetchSpan) int {
 	return started
 }
 
-// prefetchSpan is stored bytes [off, end) of a file, the reader's file number order.
+// prefetchSpan is stored bytes [off, end) of file, the reader's file number order.
 type prefetchSpan struct {
 	file     *dataFile
 	order    int
@@ -114,7 +114,8 @@ func cachedSpans(spans []prefetchSpan) bool {
 }
 
 // readahead asks the kernel to read the spans into the page cache, in file order with
-// adjacent or overlapping spans merged; POSIX_FADV_WILLNEED queues the reads and returns.
+// adjacent or overlapping spans merged; WILLNEED advice (fadvise, or madvise for a file
+// without a descriptor) queues the reads and returns.
 func readahead(spans []prefetchSpan) {
 	sort.Slice(spans, func(a, b int) bool {
 		if spans[a].order != spans[b].order {
