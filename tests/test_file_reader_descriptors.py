@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from ffrecord import FileReader
-from ffrecord.errors import CorruptFileError
 from ffr_helpers import run_python, write_dataset
 
 FILES = 2000
@@ -97,14 +96,34 @@ def test_descriptors_held_and_options(tmp_path: Path) -> None:
         _ = lean.descriptors_held
 
 
-def test_a_file_replaced_or_cut_short_after_the_open(tmp_path: Path) -> None:
+def test_a_file_replaced_after_the_open_reads_as_opened(tmp_path: Path) -> None:
     path = write_dataset(tmp_path / "a.ffr", [sample(0, i) * 2000 for i in range(3)])
     with FileReader(path, descriptors=False) as reader:
         write_dataset(tmp_path / "next.ffr", [b"another"] * 5)
         os.replace(tmp_path / "next.ffr", path)
         assert len(reader) == 3 and reader.read_one(2).tobytes() == sample(0, 2) * 2000
+
+
+# A read of mapped data that a truncation took away raises SIGBUS, which the Go runtime's
+# handler turns into CorruptFileError; it runs in a fresh interpreter because a SIGBUS
+# handler installed after the library loaded (faulthandler.enable() again, as some test
+# runs do) takes the signal first.
+TRUNCATED = """
+import os
+from ffrecord import FileReader
+from ffrecord.errors import CorruptFileError
+
+with FileReader({path!r}, descriptors=False) as reader:
+    os.truncate({path!r}, 100)
+    for read in (lambda: reader.read([2]), lambda: reader.read_one(1), lambda: reader.validate()):
+        try:
+            read()
+            print("read")
+        except CorruptFileError as exc:
+            print("truncated while open" in str(exc) and {path!r} in str(exc))
+"""
+
+
+def test_a_file_cut_short_after_the_open_raises(tmp_path: Path) -> None:
     path = write_dataset(tmp_path / "b.ffr", [sample(1, i) * 2000 for i in range(3)])
-    with FileReader(path, descriptors=False) as reader:
-        os.truncate(path, 100)
-        with pytest.raises(CorruptFileError, match="truncated"):
-            reader.read([2])
+    assert run_python(TRUNCATED.format(path=str(path))).split() == ["True"] * 3
