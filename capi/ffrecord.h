@@ -64,9 +64,9 @@ extern "C" {
  * ranges, windows, verify; a prefetch advises the mapping). The mapping keeps the opened
  * version readable: a file replaced by rename goes on reading as opened, and reading one
  * truncated since fails with FFR_E_CORRUPT. It is a request: files keep their descriptors
- * with FFR_DIRECT, once the files that gave theirs up add up to more than the reader maps
- * for sample data (a large dataset is read with system calls), and remote files hold none.
- * ffr_reader_descriptors says how many a reader holds. */
+ * with FFR_DIRECT, and so do the files past the first ones (in order) whose sizes fit in
+ * the 256 MiB a reader maps for sample data (a larger dataset is read with system calls);
+ * remote files hold none. ffr_reader_descriptors says how many a reader holds. */
 #define FFR_NO_DESCRIPTORS 4u
 
 /* Writer compression (see core's format spec for the extension record). */
