@@ -194,6 +194,11 @@ func ffr_reader_len(handle C.int64_t, n *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderLen(int64(handle), unsafe.Pointer(n)))
 }
 
+//export ffr_reader_descriptors
+func ffr_reader_descriptors(handle C.int64_t, count *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderDescriptors(int64(handle), unsafe.Pointer(count)))
+}
+
 //export ffr_reader_nfiles
 func ffr_reader_nfiles(handle C.int64_t, nfiles *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderNfiles(int64(handle), unsafe.Pointer(nfiles)))

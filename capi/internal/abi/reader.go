@@ -77,7 +77,7 @@ func readerOpen(fn string, paths unsafe.Pointer, npaths uint64, flags uint32, vo
 	if err := outPointer(fn, "handle", handle); err != nil {
 		return fail(err)
 	}
-	if unknown := flags &^ (FlagCheckData | FlagDirect); unknown != 0 {
+	if unknown := flags &^ (FlagCheckData | FlagDirect | FlagNoDescriptors); unknown != 0 {
 		return failf(StatusInvalid, fmt.Sprintf("%s: unknown flags %#x", fn, unknown))
 	}
 	remoteOpts, err := storageOptions(fn, options)
@@ -92,10 +92,11 @@ func readerOpen(fn string, paths unsafe.Pointer, npaths uint64, flags uint32, vo
 		names[i] = cString(p)
 	}
 	r, err := core.Open(names, core.ReaderOptions{
-		CheckData: flags&FlagCheckData != 0,
-		Direct:    flags&FlagDirect != 0,
-		Verified:  vouched,
-		Remote:    remoteOpts,
+		CheckData:     flags&FlagCheckData != 0,
+		Direct:        flags&FlagDirect != 0,
+		NoDescriptors: flags&FlagNoDescriptors != 0,
+		Verified:      vouched,
+		Remote:        remoteOpts,
 	})
 	if err != nil {
 		return fail(err)
@@ -130,6 +131,12 @@ func ReaderNfiles(handle int64, nfiles unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
 	return readerScalar("ffr_reader_nfiles", handle, "nfiles", nfiles,
 		func(r *core.Reader) uint64 { return uint64(len(r.Files())) })
+}
+
+// ReaderDescriptors implements ffr_reader_descriptors.
+func ReaderDescriptors(handle int64, count unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	return readerScalar("ffr_reader_descriptors", handle, "count", count, (*core.Reader).Descriptors)
 }
 
 // readerScalar stores get(reader) at the result pointer out (called name).
