@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from ffrecord import CorruptFileError
-from ffrecord.dataset import (DatasetReader, DatasetWriter, Mixture, ShardedDatasetWriter, open_dataset,
-                              set_max_open_files, max_open_files)
+from ffrecord.dataset import (DatasetReader, DatasetWriter, Mixture, ShardedDatasetWriter, max_mapped_files,
+                              max_open_files, open_dataset, set_max_mapped_files, set_max_open_files)
 from ffrecord.dataset import joined
 
 SPEC = {"blob": "bytes", "text": "utf8", "n": "int", "x": "float", "tokens": "int32[]", "score": "float32",
@@ -89,19 +89,23 @@ def test_a_sharded_dataset_reads_a_random_batch_from_its_shards_at_once(tmp_path
 def test_a_copy_learns_its_own_handles_and_a_closed_one_is_read_again(members) -> None:
     import pickle
 
+    plain = ["blob", "text", "n", "tokens"]  # no column: read through the handles
     with Mixture.from_paths([str(p) for p in members[::2]], [1, 1, 1]) as mix:
         idx = np.arange(len(mix))
-        want = mix.read(idx)
-        assert "_leaf_handles" in mix.__dict__
+        want = mix.read(idx, plain)
+        assert mix.__dict__["_leaf_handles"].known.all()
         copy = pickle.loads(pickle.dumps(mix))
         assert "_leaf_handles" not in copy.__dict__
-        assert all(same(a, b) for a, b in zip(copy.read(idx), want))
-        before = max_open_files()
-        set_max_open_files(1)  # closes every file the table holds: each kept handle is closed
+        assert all(same(a, b) for a, b in zip(copy.read(idx, plain), want))
+        before = max_open_files(), max_mapped_files()
+        set_max_open_files(1)
+        set_max_mapped_files(1)  # with the line above, closes every file the table holds: each kept handle
         try:
-            assert all(same(a, b) for a, b in zip(mix.read(idx), want))
+            assert all(same(a, b) for a, b in zip(mix.read(idx, plain), want))
+            assert not mix.__dict__["_leaf_handles"].known.any()  # met a closed one: forgotten, read by leaves
         finally:
-            set_max_open_files(before)
+            set_max_open_files(before[0])
+            set_max_mapped_files(before[1])
 
 
 def test_a_damaged_sample_is_reported_with_its_file(tmp_path: Path) -> None:
@@ -135,12 +139,26 @@ def test_plain_sequences_as_members_are_read_one_by_one() -> None:
     assert mix.read([0, 1, 2, 3]) == [mix[k] for k in range(4)]
 
 
-def test_reads_under_a_bound_of_two_files_stay_right(members) -> None:
-    before = max_open_files()
+@pytest.mark.parametrize("descriptors", [True, False])
+def test_reads_under_a_bound_of_two_files_stay_right(members, descriptors: bool) -> None:
+    before = max_open_files(), max_mapped_files()
     set_max_open_files(2)
+    set_max_mapped_files(2)
     try:
-        with Mixture.from_paths([str(p) for p in members], [1] * len(members)) as mix:
+        with Mixture.from_paths([str(p) for p in members], [1] * len(members), descriptors=descriptors) as mix:
             idx = np.arange(len(mix))
             assert all(same(got, datapoint(*mix.locate(k)[:2])) for k, got in zip(idx.tolist(), mix.read(idx)))
     finally:
-        set_max_open_files(before)
+        set_max_open_files(before[0])
+        set_max_mapped_files(before[1])
+
+
+def test_members_from_paths_hold_no_descriptor_and_count_as_mapped(members) -> None:
+    from ffrecord.dataset.open_files import READERS
+
+    held, files = READERS.held, READERS.files
+    with Mixture.from_paths([str(p) for p in members], [1] * len(members)) as mix:
+        mix.read(np.arange(len(mix)))
+        opened = READERS.files - files
+        assert opened >= 2 * len(SPEC) and READERS.held == held  # every member's files, no descriptor
+        assert all(r.descriptors_held == 0 for m in mix.members for r in m.file_readers())

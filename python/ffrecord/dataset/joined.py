@@ -184,7 +184,7 @@ class LeafHandles:
                             for name, field in leaf._fields.items() if field.block is None}
             return True
         return leaf._fields == reference._fields and all(
-            leaf._decoders[name] is reference._decoders[name] for name in leaf._fields)
+            leaf._decoders[name] is reference._decoders[name] for name in self.handles)
 
 
 def _handles_of(routed: Any, idx: np.ndarray) -> tuple[LeafHandles, Any, dict[str, np.ndarray], np.ndarray] | None:

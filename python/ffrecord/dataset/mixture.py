@@ -92,8 +92,11 @@ class Mixture(Routed):
         member's manifest is read now (one small file each; a dataset without one is
         surveyed: its ``spec.json`` and each field file's header). ``versions=`` pins a
         version per member (default: the latest when the member opens). ``open_options``
-        as for ``open_dataset`` (``storage_options``, ``cache_dir``, ``check_data``, ...).
-        A pickled copy (a loader worker) opens members as lazily, each on the version its
+        as for ``open_dataset`` (``storage_options``, ``cache_dir``, ``check_data``, ...);
+        ``descriptors`` is False unless given: a member's local files hold no descriptor once
+        open and checked (see ``FileReader``), so that a process keeps thousands of members
+        open under the bound on mapped files (``max_mapped_files()``) rather than closing
+        and opening them again within ``max_open_files()``. A pickled copy (a loader worker) opens members as lazily, each on the version its
         original opened.
 
         >>> import tempfile, os
@@ -113,6 +116,7 @@ class Mixture(Routed):
             if given is not None and len(given) != len(paths):
                 raise MixtureError(f"{what}= must hold one value per path: {len(paths)} path(s), {len(given)} {what}")
         same = SameSpec()
+        open_options = {"descriptors": False, **open_options}
         members = [PathMember(path, open_options, None if lengths is None else lengths[j],
                               None if versions is None else versions[j], same)
                    for j, path in enumerate(paths)]

@@ -61,9 +61,10 @@ class ShardSource:
 
     def __init__(self, root: Any, manifest: Manifest, decoders: Mapping[str, Callable] | None,
                  cache_keys: tuple, check_data: bool, storage_options: dict[str, Any] | None,
-                 surveyed: bool = False) -> None:
+                 surveyed: bool = False, descriptors: bool = True) -> None:
         self.root, self.manifest, self.surveyed = root, manifest, surveyed
         self.decoders, self.cache_keys, self.check_data = decoders, cache_keys, check_data
+        self.descriptors = descriptors
         self.storage_options = storage_options
         self.remote = isinstance(root, _remote.RemotePath)
         self._start()
@@ -90,7 +91,7 @@ class ShardSource:
             raise ValueError(f"I/O operation on closed dataset {self.root}")
         reader = ShardReader(self, k)
         self.opened += 1
-        return reader, len(self.manifest.fields)
+        return reader, len(self.manifest.fields), reader.files_with_descriptors()
 
     def leased(self, k: int):
         return READERS.leased((self.owner, k), lambda: self.open(k))
@@ -127,7 +128,8 @@ class ShardReader(DatasetReader):
     def _open_field(self, field: Field, early: dict) -> FileReader:
         version = self._entry.files[field.name]
         path = self.directory / version.name
-        reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins))
+        reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins),
+                            descriptors=self._source.descriptors)
         try:
             stamp = reader.file_stamp(0)
             if not version.matches(stamp):
@@ -146,6 +148,13 @@ class ShardReader(DatasetReader):
     @property
     def files(self) -> list[str]:
         return [str(self.directory / f.name) for f in self._entry.files.values()]
+
+    def files_with_descriptors(self) -> int:
+        """Its files that the bound on open files counts (see ``open_files``): those holding
+        a descriptor, and every remote one (its header held in memory)."""
+        if self._remote:
+            return len(self._readers)
+        return sum(min(1, reader.descriptors_held) for reader in self._readers.values())
 
     def stats(self) -> dict[str, int]:
         """The field files' counters (``FileReader.stats``) added up."""
@@ -287,15 +296,16 @@ class VersionedReader(ShardedDatasetReader):
                  shardstart: int = 0, shardstep: int = 1, cache_keys: Any = (), *,
                  version: int | None = None, check_data: bool = True,
                  storage_options: dict[str, Any] | None = None, cache_dir: Any = None,
-                 cache_limit: int | None = None, chunk_size: int | None = None) -> None:
+                 cache_limit: int | None = None, chunk_size: int | None = None,
+                 descriptors: bool = True) -> None:
         storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
         self._open(directory, decoders, shardstart, shardstep, cache_keys, version, check_data,
-                   storage_options, None)
+                   storage_options, None, descriptors=descriptors)
 
     def _open(self, directory: Any, decoders: Mapping[str, Callable] | None, shardstart: int,
               shardstep: int, cache_keys: Any, version: int | None, check_data: bool,
               storage_options: dict[str, Any] | None, identity: tuple | None,
-              surveyed: Manifest | None = None) -> None:
+              surveyed: Manifest | None = None, *, descriptors: bool = True) -> None:
         """Opens the manifest (``identity``: the file a copy of this reader opened, see
         ``manifest.load``; ``surveyed``: a dataset without one, as ``grow.survey`` found
         it) and sets the reader up."""
@@ -314,8 +324,9 @@ class VersionedReader(ShardedDatasetReader):
             raise NoManifestError(f"{self.directory}: no manifest ({manifests.MANIFEST_DIR}/): "
                                   "`ffrecord index` writes one")
         self.manifest, self._identity, self._open_requests = loaded
+        self.descriptors = bool(descriptors)
         self._source = ShardSource(self.directory, self.manifest, decoders, self.cache_keys,
-                                   self.check_data, self.storage_options, surveyed is not None)
+                                   self.check_data, self.storage_options, surveyed is not None, self.descriptors)
         numbers = range(len(self.manifest.shards))[shardstart::shardstep]
         if not numbers:
             raise IncompleteDatasetError(f"{self.directory}: no shard {shardstart} among "
@@ -465,7 +476,7 @@ class VersionedReader(ShardedDatasetReader):
     def __reduce__(self) -> tuple[Any, ...]:
         return _reopen_versioned, (str(self.directory), self.decoders, self.shardstart, self.shardstep,
                                    self.cache_keys, self.check_data, self.manifest.version, self.storage_options,
-                                   self._identity, self._surveyed)
+                                   self._identity, self._surveyed, self.descriptors)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({str(self.directory)!r}, version={self.version}, "
@@ -475,13 +486,14 @@ class VersionedReader(ShardedDatasetReader):
 def _reopen_versioned(directory: str, decoders: Any, shardstart: int, shardstep: int,
                       cache_keys: tuple, check_data: bool, version: int,
                       storage_options: dict[str, Any] | None, identity: tuple,
-                      surveyed: Manifest | None = None) -> VersionedReader:
+                      surveyed: Manifest | None = None, descriptors: bool = True) -> VersionedReader:
     """A copy of a reader in another process: the same version, its manifest's file checked
     to be the one the original opened (a surveyed dataset's files are checked against what
     the survey found as its shards open)."""
     reader = VersionedReader.__new__(VersionedReader)
     reader._open(directory, decoders, shardstart, shardstep, cache_keys, version, check_data,
-                 storage_options, identity, surveyed)
+                 storage_options, identity, surveyed,
+                 descriptors=descriptors)
     return reader
 
 
@@ -489,7 +501,7 @@ def open_version(directory: Any, *, version: int | None = None, pin: Any = None,
                  decoders: Mapping[str, Callable] | None = None, cache_keys: Any = (),
                  check_data: bool = True, storage_options: dict[str, Any] | None = None,
                  cache_dir: Any = None, cache_limit: int | None = None,
-                 chunk_size: int | None = None) -> VersionedReader:
+                 chunk_size: int | None = None, descriptors: bool = True) -> VersionedReader:
     """The dataset at ``directory`` as a ``VersionedReader``, which holds no file until a
     read touches a shard: version ``version`` (default: the latest) of its manifest, or
     what a reader's ``pin`` names (the same version again, ``ObjectChangedError`` when its
@@ -499,19 +511,23 @@ def open_version(directory: Any, *, version: int | None = None, pin: Any = None,
     storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
     reader = VersionedReader.__new__(VersionedReader)
     if isinstance(pin, Manifest):
-        reader._open(directory, decoders, 0, 1, cache_keys, None, check_data, storage_options, None, pin)
+        reader._open(directory, decoders, 0, 1, cache_keys, None, check_data, storage_options, None, pin,
+                     descriptors=descriptors)
         return reader
     if pin is not None:
         version, identity = pin
-        reader._open(directory, decoders, 0, 1, cache_keys, version, check_data, storage_options, identity)
+        reader._open(directory, decoders, 0, 1, cache_keys, version, check_data, storage_options, identity,
+                     descriptors=descriptors)
         return reader
     try:
-        reader._open(directory, decoders, 0, 1, cache_keys, version, check_data, storage_options, None)
+        reader._open(directory, decoders, 0, 1, cache_keys, version, check_data, storage_options, None,
+                     descriptors=descriptors)
     except NoManifestError:
         if version is not None:
             raise
         from .grow import Root, survey
 
         surveyed = survey(Root(directory, _remote.unpinned(storage_options)[0]))
-        reader._open(directory, decoders, 0, 1, cache_keys, None, check_data, storage_options, None, surveyed)
+        reader._open(directory, decoders, 0, 1, cache_keys, None, check_data, storage_options, None, surveyed,
+                 descriptors=descriptors)
     return reader
