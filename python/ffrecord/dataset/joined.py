@@ -89,7 +89,7 @@ def _read_pairs(dll: Any, handles: np.ndarray, local: np.ndarray,
     """Sample ``local[k]`` of reader ``handles[k]`` for every k in one call (see
     ``_read_sized``): the samples back to back and each one's start and end among them;
     None when a reader was closed meanwhile."""
-    read = _read_sized(dll, handles, local, per_sample, _new_bytes)
+    read = _read_sized(dll, handles, local, per_sample)
     if read is None:
         return None
     buf, sizes = read
@@ -97,31 +97,27 @@ def _read_pairs(dll: Any, handles: np.ndarray, local: np.ndarray,
     return buf, ends - sizes.astype(np.int64), ends
 
 
-def _read_sized(dll: Any, handles: np.ndarray, local: np.ndarray, per_sample: int,
-                allocate: Callable[[int], np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
-    """Sample ``local[k]`` of reader ``handles[k]`` for every k, back to back into a buffer
-    from ``allocate``, in one call (two when ``per_sample`` bytes each, and a quarter more,
-    are too few): the buffer, cut to the samples, and their sizes; None when a reader was
-    closed meanwhile."""
+def _read_sized(dll: Any, handles: np.ndarray, local: np.ndarray,
+                per_sample: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Sample ``local[k]`` of reader ``handles[k]`` for every k, back to back into a new
+    buffer, in one call (two when ``per_sample`` bytes each, and a quarter more, are too
+    few: the first then sizes them): the buffer, cut to the samples, and their sizes; None
+    when a reader was closed meanwhile."""
     handles = np.ascontiguousarray(handles, np.int64)
     idx = np.ascontiguousarray(local, np.uint64)
     sizes = np.empty(len(idx), np.uint64)
-    buf = allocate(per_sample * len(idx) * 5 // 4)
+    buf = np.empty(per_sample * len(idx) * 5 // 4, np.uint8)
     for _ in range(2):  # a short buffer fills every size: the second call has room
         status = dll.ffr_readers_read_batch(handles.ctypes.data, idx.ctypes.data, len(idx),
                                             buf.ctypes.data, buf.nbytes, sizes.ctypes.data)
         if status != E_SHORTBUF:
             break
-        buf = allocate(int(sizes.sum()))
+        buf = np.empty(int(sizes.sum()), np.uint8)
     if status == E_CLOSED:
         return None
     if status:
         _lib.raise_status(status)
     return buf[:int(sizes.sum())], sizes
-
-
-def _new_bytes(nbytes: int) -> np.ndarray:
-    return np.empty(nbytes, np.uint8)
 
 
 class LeafHandles:
@@ -132,9 +128,12 @@ class LeafHandles:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._lib: Any = None
+        self.generation = 0  # counts resets: what a thread's last batch found is then stale
+        self.last = threading.local()
         self._reset(0)
 
     def _reset(self, members: int) -> None:
+        self.generation += 1
         self.reference: Any = None  # the first leaf: its fields and decoders decode every batch
         self.known = np.zeros(members, np.int8)  # 1: a leaf whose handles are kept, -1: not one
         self.handles: dict[str, np.ndarray] = {}
@@ -193,26 +192,39 @@ def _handles_of(routed: Any, idx: np.ndarray) -> tuple[LeafHandles, Any, dict[st
     table = routed.__dict__.get("_leaf_handles")
     if table is None:
         table = routed.__dict__.setdefault("_leaf_handles", LeafHandles())
+    # a loader worker's columns ask for each field of the same indices in turn: routed once
+    memo, key = getattr(table.last, "found", None), idx.tobytes()
+    if memo is not None and memo[0] is idx and memo[1] == key and memo[2] == table.generation:
+        return memo[3]
     member, local = routed._route(idx)
     found = table.of(routed, member)
-    return None if found is None else (table, *found, local)
+    found = None if found is None else (table, *found, local)
+    table.last.found = (idx, key, table.generation, found)
+    return found
 
 
-def field_batch_by_handles(routed: Any, name: str, idx: np.ndarray, allocate: Callable[[int], np.ndarray],
+def field_batch_by_handles(routed: Any, name: str, idx: np.ndarray, allocate: Callable[[int], np.ndarray] | None,
                            sizes: dict[str, int]) -> tuple[np.ndarray, np.ndarray, int] | None:
     """Field ``name``'s stored values at ``idx`` of ``routed`` by one call through the kept
-    handles, into a buffer from ``allocate``: ``(buffer, sizes, their one size or -1)``, as
-    ``DatasetReader._field_batch`` gives them; None when they cannot be read so."""
+    handles: ``(buffer, sizes, their one size or -1)``, as ``DatasetReader._field_batch``
+    gives them, or None when they cannot be read so. With ``allocate``, they are copied
+    into the buffer it gives for their size (a loader's slot, asked once: its room is not
+    spent on a guess; a copy costs less than a second pass over the batch). ``sizes`` as
+    for ``read_joined``."""
     found = _handles_of(routed, idx)
     if found is None or name not in found[2]:
         return None
     table, _, handles, local = found
-    read = _read_sized(table._lib.dll, handles[name], local, sizes.get(name, 0), allocate)
+    read = _read_sized(table._lib.dll, handles[name], local, sizes.get(name, 0))
     if read is None:
         table.forget()
         return None
     buf, each = read
     sizes[name] = -(-len(buf) // max(1, len(local)))
+    if allocate is not None:
+        into = allocate(len(buf))[:len(buf)]
+        into[:] = buf
+        buf = into
     common = int(each[0]) if len(each) and (each == each[0]).all() else -1
     return buf, each, common
 

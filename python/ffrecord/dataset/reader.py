@@ -994,8 +994,8 @@ class Routed(Readable):
         fields decoded by the built-in codecs: see ``builtin_decoding``): by one call through
         the members' kept handles, else read and packed again (``bytes`` values as they are,
         ``int`` and ``float`` as their 8 little-endian bytes)."""
-        allocate = (allocator(out) if callable(out) else (lambda nbytes: output_view(out, nbytes))
-                    if out is not None else (lambda nbytes: np.empty(nbytes, np.uint8)))
+        allocate = None if out is None else allocator(out) if callable(out) else \
+            (lambda nbytes: output_view(out, nbytes))
         got = field_batch_by_handles(self, name, idx, allocate, self.__dict__.setdefault("_joined_sizes", {}))
         if got is not None:
             return got
@@ -1003,7 +1003,7 @@ class Routed(Readable):
         packed = [bytes(v) for v in values] if self.spec[name] == "bytes" else \
             [v.to_bytes(8, "little", signed=True) if isinstance(v, int) else struct.pack("<d", v) for v in values]
         sizes = np.array([len(v) for v in packed], np.uint64)
-        buf = allocate(int(sizes.sum()))[:int(sizes.sum())]
+        buf = (allocate or _new_bytes)(int(sizes.sum()))[:int(sizes.sum())]
         buf[:] = np.frombuffer(b"".join(packed), np.uint8)
         common = int(sizes[0]) if len(sizes) and (sizes == sizes[0]).all() else -1
         return buf, sizes, common
@@ -1104,6 +1104,10 @@ class Routed(Readable):
     def file_readers(self) -> list[FileReader]:
         # a mixture's members may be plain sequences, which read no files
         return [r for member in self.members for r in getattr(member, "file_readers", list)()]
+
+
+def _new_bytes(nbytes: int) -> np.ndarray:
+    return np.empty(nbytes, np.uint8)
 
 
 def _one_datapoint(member: Readable, index: int) -> Any:
