@@ -162,3 +162,19 @@ def test_members_from_paths_hold_no_descriptor_and_count_as_mapped(members) -> N
         opened = READERS.files - files
         assert opened >= 2 * len(SPEC) and READERS.held == held  # every member's files, no descriptor
         assert all(r.descriptors_held == 0 for m in mix.members for r in m.file_readers())
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_datasets_without_a_manifest_open_without_descriptors_and_pickle_so(tmp_path: Path, sharded: bool) -> None:
+    import pickle
+    import shutil
+
+    path = write(tmp_path / "ds", 2, 12, sharded=sharded)
+    shutil.rmtree(path / "_manifest", ignore_errors=True)  # read as the files say
+    with open_dataset(path, descriptors=False) as reader:
+        assert not isinstance(reader, Mixture) and reader.descriptors is False
+        assert all(r.descriptors_held == 0 for r in reader.file_readers())
+        copy = pickle.loads(pickle.dumps(reader))
+        assert copy.descriptors is False and all(r.descriptors_held == 0 for r in copy.file_readers())
+        assert all(same(a, datapoint(2, k)) for k, a in enumerate(copy.read(range(12))))
+        copy.close()

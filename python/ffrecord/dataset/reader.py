@@ -267,7 +267,8 @@ class DatasetReader(Readable):
     ``storage_options`` as for ``FileReader``: the spec and fields are read from there (and
     ``cache_dir=``, ``cache_limit=``, ``chunk_size=`` as for ``FileReader``). Remote, small
     fixed-size fields (labels, ids) are held in memory after one whole read, and a batch's
-    other fields are read by one call.
+    other fields are read by one call. ``descriptors=False`` opens the local field files
+    without holding their descriptors (see ``FileReader``).
 
     >>> import tempfile, os
     >>> from ffrecord.dataset import DatasetWriter
@@ -284,8 +285,10 @@ class DatasetReader(Readable):
     def __init__(self, directory: Any, decoders: Mapping[str, Callable] | None = None,
                  cache_keys: Any = (), *, check_data: bool = True,
                  storage_options: dict[str, Any] | None = None, cache_dir: Any = None,
-                 cache_limit: int | None = None, chunk_size: int | None = None) -> None:
+                 cache_limit: int | None = None, chunk_size: int | None = None,
+                 descriptors: bool = True) -> None:
         storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
+        self.descriptors = bool(descriptors)
         self._readers: dict[str, FileReader] = {}
         self.storage_options, self._pins = _remote.unpinned(storage_options)  # pins: a copy's versions
         self.directory = _remote.as_path(directory, storage_options)
@@ -397,7 +400,8 @@ class DatasetReader(Readable):
         if opening is not None and opening.exception() is None:
             reader = opening.result()
         else:  # not started, or failed: opened now, to fail (or not) as it would have
-            reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins))
+            reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins),
+                                descriptors=self.descriptors)
         try:
             check_count(path, field, reader.n, self._length, SPEC_FILE)
         except BaseException:
@@ -828,7 +832,7 @@ class DatasetReader(Readable):
         length, metadata, each field file's identity): the copy checks it reopened the same
         dataset, and raises ``DatasetChangedError`` rather than read another."""
         return _reopen, (type(self), str(self.directory), self.decoders, self.cache_keys,
-                         self.check_data, self._pinned_options(), self._opened_as())
+                         self.check_data, self._pinned_options(), self._opened_as(), self.descriptors)
 
     def _opened_as(self) -> dict[str, Any]:
         """What this reader was opened with, as its pickled copies carry it."""
@@ -904,9 +908,9 @@ def _shown(value: Any) -> str:
 
 
 def _reopen(cls: type, directory: str, decoders: Any, cache_keys: tuple, check_data: bool,
-            storage_options: dict[str, Any] | None, opened: dict[str, Any]) -> Any:
+            storage_options: dict[str, Any] | None, opened: dict[str, Any], descriptors: bool = True) -> Any:
     reader = cls(directory, decoders, cache_keys, check_data=check_data,
-                 storage_options=storage_options)
+                 storage_options=storage_options, descriptors=descriptors)
     try:
         reader._check_opened_as(opened)
     except BaseException:
@@ -1135,11 +1139,12 @@ class ShardedDatasetReader(Routed):
                  shardstart: int = 0, shardstep: int = 1, cache_keys: Any = (), *,
                  check_data: bool = True, storage_options: dict[str, Any] | None = None,
                  cache_dir: Any = None, cache_limit: int | None = None,
-                 chunk_size: int | None = None) -> None:
+                 chunk_size: int | None = None, descriptors: bool = True) -> None:
         storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
         self.directory = _remote.as_path(directory, storage_options)
         self.storage_options = _remote.unpinned(storage_options)[0]  # members take the versions
         self.decoders, self.cache_keys, self.check_data = decoders, tuple(cache_keys), check_data
+        self.descriptors = bool(descriptors)
         self.shardstart, self.shardstep = shardstart, shardstep
         if shardstart < 0 or shardstep < 1:
             raise ValueError(f"need shardstart >= 0 and shardstep >= 1, got {shardstart}, {shardstep}")
@@ -1152,7 +1157,7 @@ class ShardedDatasetReader(Routed):
         try:
             for shard in chosen:
                 member = DatasetReader(shard, decoders, cache_keys, check_data=check_data,
-                                       storage_options=storage_options)
+                                       storage_options=storage_options, descriptors=descriptors)
                 self.members.append(member)
                 if member.spec != self.members[0].spec:
                     raise SpecError(f"{shard}: spec {member.spec} differs from {chosen[0]}'s "
@@ -1186,7 +1191,7 @@ class ShardedDatasetReader(Routed):
         versions = {url: v for member in self.members for url, v in member.versions.items()}
         return _reopen_sharded, (str(self.directory), self.decoders, self.shardstart, self.shardstep,
                                  self.cache_keys, self.check_data, _remote.pinned(self.storage_options, versions),
-                                 [member._opened_as() for member in self.members])
+                                 [member._opened_as() for member in self.members], self.descriptors)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, shards={self.shards}) n={len(self)}"
@@ -1194,9 +1199,9 @@ class ShardedDatasetReader(Routed):
 
 def _reopen_sharded(directory: str, decoders: Any, shardstart: int, shardstep: int,
                     cache_keys: tuple, check_data: bool, storage_options: dict[str, Any] | None,
-                    opened: list[dict[str, Any]]) -> ShardedDatasetReader:
+                    opened: list[dict[str, Any]], descriptors: bool = True) -> ShardedDatasetReader:
     reader = ShardedDatasetReader(directory, decoders, shardstart, shardstep, cache_keys,
-                                  check_data=check_data, storage_options=storage_options)
+                                  check_data=check_data, storage_options=storage_options, descriptors=descriptors)
     try:
         if len(opened) != reader.shards:
             raise DatasetChangedError(
