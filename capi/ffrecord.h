@@ -58,6 +58,16 @@ extern "C" {
 /* Reader open flags. */
 #define FFR_CHECK_DATA  1u /* validate metadata CRC at open and each sample's CRC on read */
 #define FFR_DIRECT      2u /* read sample data with O_DIRECT (page cache bypassed)        */
+/* FFR_NO_DESCRIPTORS asks that local files hold no file descriptor once opened and checked,
+ * so that a process can keep thousands of files open under a small RLIMIT_NOFILE: each
+ * file's samples are then copied from its read-only shared mapping (batches, single reads,
+ * ranges, windows, verify; a prefetch advises the mapping). The mapping keeps the opened
+ * version readable: a file replaced by rename goes on reading as opened, and reading one
+ * truncated since fails with FFR_E_CORRUPT. It is a request: files keep their descriptors
+ * with FFR_DIRECT, and so do the files past the first ones (in order) whose sizes fit in
+ * the 256 MiB a reader maps for sample data (a larger dataset is read with system calls);
+ * remote files hold none. ffr_reader_descriptors says how many a reader holds. */
+#define FFR_NO_DESCRIPTORS 4u
 
 /* Writer compression (see core's format spec for the extension record). */
 #define FFR_COMPRESS_NONE 0
@@ -185,7 +195,8 @@ int32_t ffr_writer_abort(int64_t handle);
 /* ---- reader ------------------------------------------------------------------------- */
 
 /* Opens npaths paths (UTF-8) as one dataset, in the order given. A path that is a
- * directory stands for its *.ffr files sorted by name. flags: FFR_CHECK_DATA | FFR_DIRECT. */
+ * directory stands for its *.ffr files sorted by name. flags: FFR_CHECK_DATA | FFR_DIRECT |
+ * FFR_NO_DESCRIPTORS. */
 int32_t ffr_reader_open(const char *const *paths, uint64_t npaths, uint32_t flags,
                         int64_t *handle);
 
@@ -222,6 +233,11 @@ int32_t ffr_reader_open_options(const char *const *paths, uint64_t npaths, uint3
 
 /* Total number of samples. */
 int32_t ffr_reader_len(int64_t handle, uint64_t *n);
+
+/* Number of file descriptors the reader holds open: one per local file that kept its own
+ * (see FFR_NO_DESCRIPTORS), another per file read with FFR_DIRECT; remote files count none.
+ * A process bounding its open descriptors counts these, not files. */
+int32_t ffr_reader_descriptors(int64_t handle, uint64_t *count);
 
 /* Number of files behind the reader, after directory expansion. */
 int32_t ffr_reader_nfiles(int64_t handle, uint64_t *nfiles);
@@ -299,6 +315,15 @@ int32_t ffr_reader_read_batch(int64_t handle, const uint64_t *indices, uint64_t 
  * size filled (dst's contents are then unspecified). */
 int32_t ffr_readers_read_one(const int64_t *handles, uint64_t n, uint64_t index, void *dst,
                              uint64_t dst_len, uint64_t *sizes);
+
+/* Sample indices[k] of reader handles[k], for each k < n, back to back into dst in that
+ * order, sizes[k] set as ffr_reader_sizes does: one call for a batch gathered from many
+ * readers (a mixture's members, a dataset's shards). Each run of equal handles is read as
+ * one ffr_reader_read_batch would read it: order the pairs by handle to read each reader's
+ * samples together. When dst_len is smaller than the total, returns FFR_E_SHORTBUF with
+ * every size filled (dst's contents are then unspecified). */
+int32_t ffr_readers_read_batch(const int64_t *handles, const uint64_t *indices, uint64_t n,
+                               void *dst, uint64_t dst_len, uint64_t *sizes);
 
 /* Starts bringing samples indices[0..n) into the page cache (remote files read through
  * the chunk cache: starts downloading their chunks, as many as the cache has room for)

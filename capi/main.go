@@ -194,6 +194,11 @@ func ffr_reader_len(handle C.int64_t, n *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderLen(int64(handle), unsafe.Pointer(n)))
 }
 
+//export ffr_reader_descriptors
+func ffr_reader_descriptors(handle C.int64_t, count *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReaderDescriptors(int64(handle), unsafe.Pointer(count)))
+}
+
 //export ffr_reader_nfiles
 func ffr_reader_nfiles(handle C.int64_t, nfiles *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReaderNfiles(int64(handle), unsafe.Pointer(nfiles)))
@@ -267,6 +272,11 @@ func ffr_reader_file_header(handle C.int64_t, i C.uint64_t, offsets *C.uint64_t,
 //export ffr_readers_read_one
 func ffr_readers_read_one(handles *C.ffr_ci64, n C.uint64_t, index C.uint64_t, dst unsafe.Pointer, dstLen C.uint64_t, sizes *C.uint64_t) C.int32_t {
 	return C.int32_t(abi.ReadersReadOne(unsafe.Pointer(handles), uint64(n), uint64(index), dst, uint64(dstLen), unsafe.Pointer(sizes)))
+}
+
+//export ffr_readers_read_batch
+func ffr_readers_read_batch(handles *C.ffr_ci64, indices *C.ffr_cu64, n C.uint64_t, dst unsafe.Pointer, dstLen C.uint64_t, sizes *C.uint64_t) C.int32_t {
+	return C.int32_t(abi.ReadersReadBatch(unsafe.Pointer(handles), unsafe.Pointer(indices), uint64(n), dst, uint64(dstLen), unsafe.Pointer(sizes)))
 }
 
 //export ffr_reader_read_ranges

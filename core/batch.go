@@ -158,11 +158,12 @@ func (r *Reader) fetch(b *batch, dst []byte) error {
 
 // fetchPastBudget brings a batch of a dataset past the mapping budget into memory: the
 // samples in warm admitted blocks are copied from the mapping, the others read with the
-// engine (see warm_blocks.go).
+// engine (see warm_blocks.go); those of files without a descriptor, whose sizes the budget
+// counts already, are left to readCold.
 func (r *Reader) fetchPastBudget(b *batch, dst []byte) error {
 	mapped := 0
 	for k := range b.items {
-		if it := &b.items[k]; r.fromWarmBlock(it) {
+		if it := &b.items[k]; !it.file.mappedOnly() && r.fromWarmBlock(it) {
 			it.src = it.file.data[it.off:it.end]
 			mapped++
 		}
@@ -178,7 +179,7 @@ func (r *Reader) fetchPastBudget(b *batch, dst []byte) error {
 // copied from the mapping (past the budget, only from a warm block: see warm_blocks.go),
 // or read with one blocking system call on this thread.
 func (r *Reader) fetchOne(it *batchItem, dst []byte) error {
-	if !r.window.streamData || r.fromWarmBlock(it) {
+	if !r.window.streamData || it.file.mappedOnly() || r.fromWarmBlock(it) {
 		it.src = it.file.data[it.off:it.end]
 		return nil
 	}
@@ -236,8 +237,28 @@ func (r *Reader) resident(items []batchItem) bool {
 
 // readCold reads the stored bytes of a batch's items not yet in memory (src unset) with
 // the engine, setting each one's src: raw samples straight into dst, encoded ones into a
-// scratch buffer to be decoded.
+// scratch buffer to be decoded. The items of files without a descriptor are left in their
+// mappings, whose reads are started all at once (MADV_WILLNEED) so that copying them
+// does not wait for one page fault after another.
 func (r *Reader) readCold(b *batch, dst []byte, direct bool) error {
+	engineReads := 0
+	for k := range b.items {
+		it := &b.items[k]
+		if it.src != nil {
+			continue
+		}
+		if !it.file.mappedOnly() {
+			engineReads++
+			continue
+		}
+		it.src = it.file.data[it.off:it.end]
+		if it.end > it.off {
+			it.file.adviseWillNeed(it.off, it.end)
+		}
+	}
+	if engineReads == 0 {
+		return nil
+	}
 	eng, err := defaultEngine()
 	if err != nil {
 		return fmt.Errorf("batch engine: %w", err)

@@ -4,8 +4,6 @@ import (
 	"sort"
 
 	"github.com/ffrecord/ffrecord/core/source"
-
-	"golang.org/x/sys/unix"
 )
 
 // maxPrefetching bounds the prefetches of one Reader running at once; past it, Prefetch
@@ -46,7 +44,7 @@ func (r *Reader) Prefetch(indices []uint64) (int, error) {
 				return err
 			}
 			if it.end > it.off {
-				spans = append(spans, prefetchSpan{file: it.file, off: it.off, end: it.end})
+				spans = append(spans, prefetchSpan{file: it.file, order: fk, off: it.off, end: it.end})
 			}
 		}
 		return nil
@@ -94,9 +92,10 @@ func downloadAhead(spans []prefetchSpan) int {
 	return started
 }
 
-// prefetchSpan is stored bytes [off, end) of a file.
+// prefetchSpan is stored bytes [off, end) of file, the reader's file number order.
 type prefetchSpan struct {
 	file     *dataFile
+	order    int
 	off, end uint64
 }
 
@@ -115,11 +114,12 @@ func cachedSpans(spans []prefetchSpan) bool {
 }
 
 // readahead asks the kernel to read the spans into the page cache, in file order with
-// adjacent or overlapping spans merged; POSIX_FADV_WILLNEED queues the reads and returns.
+// adjacent or overlapping spans merged; WILLNEED advice (fadvise, or madvise for a file
+// without a descriptor) queues the reads and returns.
 func readahead(spans []prefetchSpan) {
 	sort.Slice(spans, func(a, b int) bool {
-		if spans[a].file != spans[b].file {
-			return spans[a].file.fd < spans[b].file.fd
+		if spans[a].order != spans[b].order {
+			return spans[a].order < spans[b].order
 		}
 		return spans[a].off < spans[b].off
 	})
@@ -129,12 +129,8 @@ func readahead(spans []prefetchSpan) {
 			run.end = max(run.end, s.end)
 			continue
 		}
-		adviseWillNeed(run)
+		run.file.adviseWillNeed(run.off, run.end)
 		run = s
 	}
-	adviseWillNeed(run)
-}
-
-func adviseWillNeed(s prefetchSpan) {
-	_ = unix.Fadvise(s.file.fd, int64(s.off), int64(s.end-s.off), unix.FADV_WILLNEED)
+	run.file.adviseWillNeed(run.off, run.end)
 }

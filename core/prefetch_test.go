@@ -48,49 +48,55 @@ func cachedPages(t testing.TB, r *Reader, indices []uint64) (cached, total int) 
 	return cached, total
 }
 
+// With a descriptor the prefetch advises the file (FADV_WILLNEED), without one its mapping
+// (MADV_WILLNEED).
 func TestPrefetchBringsSamplesIntoThePageCache(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "p.ffr")
-	samples := make([][]byte, 512)
-	for i := range samples {
-		samples[i] = make([]byte, 8<<10)
-		samples[i][0] = byte(i)
-	}
-	writeSamples(t, path, samples, WriterOptions{})
-	r := openReader(t, ReaderOptions{CheckData: true}, path)
-	// Pages the reader maps (the header, and the extension probe at the end) stay cached,
-	// with whatever large folio holds them: prefetch samples whose pages eviction dropped.
-	evict(t, path)
-	var wanted []uint64
-	for i := uint64(0); i < uint64(len(samples)) && len(wanted) < 6; i += 37 {
-		if cached, _ := cachedPages(t, r, []uint64{i}); cached == 0 {
-			wanted = append(wanted, i)
-		}
-	}
-	if len(wanted) < 3 {
-		t.Skipf("only %d samples could be evicted: cannot observe prefetching here", len(wanted))
-	}
-	if queued, err := r.Prefetch(wanted); err != nil || queued != len(wanted) {
-		t.Fatalf("Prefetch queued %d of %d reads, err = %v", queued, len(wanted), err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		cached, total := cachedPages(t, r, wanted)
-		if cached == total {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d pages cached 30 s after Prefetch", cached, total)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	got, err := readSamples(r, wanted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, index := range wanted {
-		if got[k][0] != byte(index) {
-			t.Fatalf("sample %d starts with %d", index, got[k][0])
-		}
+	for _, noDescriptors := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoDescriptors=%v", noDescriptors), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "p.ffr")
+			samples := make([][]byte, 512)
+			for i := range samples {
+				samples[i] = make([]byte, 8<<10)
+				samples[i][0] = byte(i)
+			}
+			writeSamples(t, path, samples, WriterOptions{})
+			r := openReader(t, ReaderOptions{CheckData: true, NoDescriptors: noDescriptors}, path)
+			// Pages the reader maps (the header, and the extension probe at the end) stay cached,
+			// with whatever large folio holds them: prefetch samples whose pages eviction dropped.
+			evict(t, path)
+			var wanted []uint64
+			for i := uint64(0); i < uint64(len(samples)) && len(wanted) < 6; i += 37 {
+				if cached, _ := cachedPages(t, r, []uint64{i}); cached == 0 {
+					wanted = append(wanted, i)
+				}
+			}
+			if len(wanted) < 3 {
+				t.Skipf("only %d samples could be evicted: cannot observe prefetching here", len(wanted))
+			}
+			if queued, err := r.Prefetch(wanted); err != nil || queued != len(wanted) {
+				t.Fatalf("Prefetch queued %d of %d reads, err = %v", queued, len(wanted), err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				cached, total := cachedPages(t, r, wanted)
+				if cached == total {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d pages cached 30 s after Prefetch", cached, total)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			got, err := readSamples(r, wanted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, index := range wanted {
+				if got[k][0] != byte(index) {
+					t.Fatalf("sample %d starts with %d", index, got[k][0])
+				}
+			}
+		})
 	}
 }
 

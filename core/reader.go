@@ -29,6 +29,11 @@ type ReaderOptions struct {
 	Verified []FileIdentity
 	// Remote configures access to files named by s3://, http:// and https:// URLs.
 	Remote remote.Options
+	// NoDescriptors asks that local files hold no descriptor once opened and checked, so
+	// that a process can keep thousands of files open within a small RLIMIT_NOFILE: their
+	// samples are then copied from their mappings, which keep the opened version of each
+	// file readable (see dropDescriptor for the files that keep theirs).
+	NoDescriptors bool
 }
 
 // Reader reads samples from one or more FFRecord files as one dataset. It is safe for
@@ -75,8 +80,12 @@ func Open(paths []string, opts ReaderOptions) (*Reader, error) {
 	if slices.ContainsFunc(names, remote.IsURL) {
 		helpers = filesAtOnce - 1
 	}
+	var mappedOnly atomic.Uint64 // bytes of the files that gave up their descriptor
 	_ = parallel.Each(len(names), parallel.UpTo(helpers), func() {}, func(k int) error {
 		files[k], warnings[k], errs[k] = openFile(names[k], opts, &r.stats, k == 0)
+		if errs[k] == nil && opts.NoDescriptors && !opts.Direct {
+			files[k].dropDescriptor(&mappedOnly)
+		}
 		return errs[k]
 	})
 	if failed := slices.IndexFunc(errs, func(err error) bool { return err != nil }); failed >= 0 {
@@ -226,6 +235,11 @@ func (r *Reader) Sizes(indices, sizes []uint64) error {
 		return err
 	}
 	defer r.mu.RUnlock()
+	return r.sizesHeld(indices, sizes)
+}
+
+// sizesHeld is Sizes for a caller that holds the reader (acquire).
+func (r *Reader) sizesHeld(indices, sizes []uint64) error {
 	it := new(batchItem)
 	return withFaultGuard(faultAt(&it, r.files[0].path), func() error {
 		for k, index := range indices {

@@ -291,6 +291,10 @@ func preadFull(f *dataFile, p []byte, off uint64) error {
 	if f.remote != nil {
 		return f.fetchInto(p, off)
 	}
+	if f.mappedOnly() { // under Verify's fault guard: a file cut short faults
+		copy(p, f.data[off:off+uint64(len(p))])
+		return nil
+	}
 	err := engine.ReadFull(f.fd, p, int64(off))
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF):

@@ -117,7 +117,7 @@ def test_sharded_readers_check_every_shard_and_their_count(tmp_path):
         pickled = pickle.dumps(reader)
         with pickle.loads(pickled) as copy:
             assert copy[4] == {"x": 4, "y": 4.5}
-        for shard in sorted(path.glob("0*")):  # all alike: no shard differs from the first
+        for shard in sorted(p for p in path.iterdir() if p.name.isdigit()):  # all alike: no shard differs
             swap_types(shard)
         with pytest.raises(DatasetChangedError, match="000000: spec.json changed"):
             pickle.loads(pickled)

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from ffrecord.dataset import (DatasetReader, DatasetWriter, MaskError, Mixture,  # noqa: E402
                               ShardedDatasetReader, ShardedDatasetWriter)
 from ffrecord.torch import DataLoader, StructuredDataset  # noqa: E402
-from ffrecord.torch._state import dataset_fingerprint  # noqa: E402
+from ffrecord.torch._state import dataset_fingerprint, member_files, member_id  # noqa: E402
 
 SPEC = {"source": "int", "n": "int", "frames": "bytes[]"}
 
@@ -70,8 +70,11 @@ def test_resume_mid_epoch_is_exact(mixture: Mixture, num_workers: int) -> None:
 
 
 def test_fingerprint_covers_the_field_files(mixture: Mixture) -> None:
-    files = dataset_fingerprint(StructuredDataset(mixture))["files"]
-    assert len(files) == 3 * (1 + 5) and all(size > 0 for _, size, _ in files)
+    members = dataset_fingerprint(StructuredDataset(mixture))["mixture"]["members"]
+    files = [member_files(member) for member in mixture.members]
+    assert [len(f) for f in files] == [3, 3 * 5] and all(size > 0 for f in files for _, size, _ in f)
+    assert members["ids"] == [member_id(member) for member in mixture.members] and len(set(members["ids"])) == 2
+    assert members["lengths"] == [40, 30] and [name.split("/")[-1] for name in members["names"]] == ["plain", "sharded"]
 
 
 def test_bad_mask_fails_at_construction(mixture: Mixture) -> None:

@@ -176,3 +176,38 @@ def test_only_batches_that_are_only_read_are_grouped(path, tmp_path):
     transformed = StructuredDataset(DatasetReader(ds), transform=lambda d: d["x"])
     assert group(DataLoader(transformed, batch_size=1, num_workers=2)) == 1
     assert group(DataLoader(StructuredDataset(DatasetReader(ds)), batch_size=1, num_workers=2)) == TASK_GROUP
+
+
+@pytest.mark.parametrize("source", ["mixture", "sharded", "mixture with a decoder"])
+def test_mixtures_and_shards_read_into_slots_as_columns(tmp_path, source, monkeypatch):
+    """A mixture's or a sharded dataset's batches cross as columns (one read per field for
+    a task, through the members' handles), equal to those of a loader without workers; a
+    member with decoders of its own keeps the datapoints' way."""
+    from ffrecord.dataset import Mixture, ShardedDatasetWriter, open_dataset
+    from ffrecord.torch import structured
+
+    paths = []
+    for j in range(3):
+        paths.append(str(tmp_path / f"m{j}"))
+        writer = ShardedDatasetWriter(paths[-1], {"image": "bytes", "label": "int"}, shardlen=7) \
+            if source == "sharded" else DatasetWriter(paths[-1], {"image": "bytes", "label": "int"})
+        with writer:
+            for k in range(N):
+                writer.append({"image": bytes([j, k]) * (1 + k % 4), "label": 1000 * j + k})
+    if source == "sharded":
+        data = open_dataset(paths[0])
+    elif source == "mixture":
+        data = Mixture.from_paths(paths, [1, 2, 1])
+    else:
+        data = Mixture([DatasetReader(paths[0], decoders={"bytes": lambda v: bytes(v)}), DatasetReader(paths[1])],
+                       [1, 1])
+    dataset = StructuredDataset(data)
+    assert (structured._column_plan(data, None) is None) == (source == "mixture with a decoder")
+
+    def plain(batches):
+        return [(b["label"].tolist(), [bytes(v) for v in b["image"]]) for b in batches]
+
+    expected = plain(DataLoader(dataset, batch_size=BATCH, shuffle=True, seed=2))
+    assert sorted(label for labels, _ in expected for label in labels) == sorted(
+        d["label"] for d in data.read(range(len(data))))
+    assert plain(DataLoader(dataset, batch_size=BATCH, shuffle=True, seed=2, num_workers=2, timeout=60)) == expected

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import CorruptFileError, FFRecordWarning, ObjectChangedError, UncachedRemoteWarning
+from .errors import (CorruptFileError, FFRecordWarning, ForeignStateError, ObjectChangedError, StateError,
+                     UncachedRemoteWarning)
 from .fileio import checkFsAlign
 from .reader import BadSample, FileInfo, FileReader
 from .writer import FileWriter
@@ -37,8 +38,10 @@ __all__ = [
     "FileInfo",
     "FileReader",
     "FileWriter",
+    "ForeignStateError",
     "ObjectChangedError",
     "PackedFolder",
+    "StateError",
     "UncachedRemoteWarning",
     "__version__",
     "checkFsAlign",

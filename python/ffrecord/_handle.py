@@ -29,18 +29,21 @@ class ReaderHandle:
 
     check_data: bool
     direct: bool
+    descriptors: bool
     storage_options: dict[str, Any] | None
     n: int
     fnames: list[str]
 
     def _open_files(self, paths: list[str], check_data: bool, direct: bool,
-                    vouched: tuple[int, ...], storage_options: dict[str, Any] | None) -> list[str]:
+                    vouched: tuple[int, ...], storage_options: dict[str, Any] | None,
+                    descriptors: bool = True) -> list[str]:
         """Opens ``paths``, trusting the files ``vouched`` for; sets ``n`` and ``fnames``
         and returns the library's warnings about the files (e.g. a legacy file)."""
         self.check_data = bool(check_data)
         self.direct = bool(direct)
+        self.descriptors = bool(descriptors)
         self.storage_options, self._versions = _remote.unpinned(storage_options)
-        _remote.encode_options(self.storage_options)  # a bad option fails before any open
+        _remote.check_options(self.storage_options)  # a bad option fails before any open
         self._closed = True  # until the open succeeds, so __del__ has nothing to do
         self._reopen_lock = threading.Lock()
         self._vouched = vouched
@@ -96,6 +99,16 @@ class ReaderHandle:
         without a request; an object replaced since raises ``ObjectChangedError``."""
         return dict(self._versions)
 
+    @property
+    def descriptors_held(self) -> int:
+        """How many file descriptors the reader holds open now: one per local file, another
+        per file read with ``direct``; none for the files that gave theirs up
+        (``descriptors=False``) nor for remote files. A bound on open files counts these."""
+        dll, handle = self._live()
+        count = ctypes.c_uint64()
+        _lib.check(dll.ffr_reader_descriptors(handle, ctypes.byref(count)))
+        return count.value
+
     def _live(self) -> tuple[ctypes.CDLL, int]:
         """The library and this reader's handle in it, reopening after a fork."""
         lib = _lib.current()
@@ -131,7 +144,8 @@ class ReaderHandle:
         which files the new handle vouches for in turn."""
         lib = _lib.current()
         encoded = (ctypes.c_char_p * len(paths))(*map(_paths.encode, paths))
-        flags = (_lib.CHECK_DATA if self.check_data else 0) | (_lib.DIRECT if self.direct else 0)
+        flags = ((_lib.CHECK_DATA if self.check_data else 0) | (_lib.DIRECT if self.direct else 0)
+                 | (0 if self.descriptors else _lib.NO_DESCRIPTORS))
         handle = ctypes.c_int64()
         if any(map(_remote.is_url, paths)):  # remote files: the versions opened first, pinned
             _lib.check(lib.dll.ffr_reader_open_options(

@@ -40,6 +40,7 @@ UNKNOWN_COUNT = 2**64 - 1  # ffr_writer_create: count not known in advance
 ABI_VERSION = 2
 CHECK_DATA = 1
 DIRECT = 2
+NO_DESCRIPTORS = 4
 COMPRESS_NONE = 0
 COMPRESS_LZ4 = 1
 COMPRESS_ZSTD = 2
@@ -92,6 +93,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_writer_count": [c_int64, _u64p],
     "ffr_writer_set_durable": [c_int64, c_int32],
     "ffr_readers_read_one": [c_void_p, c_uint64, c_uint64, c_void_p, c_uint64, c_void_p],
+    "ffr_readers_read_batch": [c_void_p, c_void_p, c_uint64, c_void_p, c_uint64, c_void_p],
     "ffr_writer_close": [c_int64],
     "ffr_writer_abort": [c_int64],
     "ffr_reader_open": [POINTER(c_char_p), c_uint64, c_uint32, POINTER(c_int64)],
@@ -114,6 +116,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_describe_file": [c_char_p, c_char_p, c_void_p, c_char_p, c_size_t, _sizep],
     "ffr_reader_len": [c_int64, _u64p],
     "ffr_reader_nfiles": [c_int64, _u64p],
+    "ffr_reader_descriptors": [c_int64, _u64p],
     "ffr_reader_fname": [c_int64, c_uint64, c_char_p, c_size_t, _sizep],
     "ffr_reader_file_counts": [c_int64, c_void_p, c_uint64],
     "ffr_reader_chunk_bounds": [c_int64, c_uint64, c_void_p, c_uint64, _u64p],

@@ -75,16 +75,29 @@ def check_writable(url: str) -> None:
 
 
 def encode_options(options: dict[str, Any] | None) -> bytes:
-    """``storage_options`` as the JSON the core reads; ``ValueError`` for an unknown name,
-    a value not of its option's type (the core judges both, as it reads them) or a value
-    JSON cannot hold, ``TypeError`` for anything but a dict.
+    """``storage_options`` as the JSON the core reads, checked (``check_options``).
 
     The environment variables the core reads go with them: the Go runtime sees only the
     environment the process started with, not later changes to ``os.environ``."""
+    options = check_options(options)
+    env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
+    return json.dumps({**options, "env": env}).encode()
+
+
+def check_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    """``storage_options`` (``{}`` for None) if the core takes them: ``ValueError`` for an
+    unknown name, a value not of its option's type (the core judges both, as it reads them)
+    or a value JSON cannot hold, ``TypeError`` for anything but a dict.
+
+    >>> check_options(None)
+    {}
+    """
     if options is None:
         options = {}
     if not isinstance(options, dict):
         raise TypeError(f"storage_options must be a dict, not {type(options).__name__}")
+    if not options:
+        return options  # nothing for the core to judge: a local reader's open pays no call
     try:
         given = json.dumps(options, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -94,8 +107,7 @@ def encode_options(options: dict[str, Any] | None) -> bytes:
                 raise ValueError(f"storage option {name} {value} is not a finite number") from None
         raise ValueError(f"storage_options: {exc}") from None
     _lib.check(_lib.current().dll.ffr_check_options(given.encode()))
-    env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
-    return json.dumps({**options, "env": env}).encode()
+    return options
 
 
 def with_cache(options: dict[str, Any] | None, cache_dir: Any = None,

@@ -4,7 +4,8 @@ Run ``ffrecord --help`` or ``ffrecord COMMAND --help``. Exit status (every comma
 
 ====  =====================================================================
  0    success (for ``verify``: every file and every sample is intact)
- 1    damaged data: a bad checksum, a corrupt or truncated file
+ 1    damaged data: a bad checksum, a corrupt or truncated file (for ``audit``: samples
+      delivered twice or never)
  2    bad usage: unknown option, bad argument, sample index out of range
  3    a path is missing or the operating system refused an operation
 130   interrupted (Ctrl-C)
@@ -45,7 +46,8 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer kille
 
 _EXIT_HELP = """exit status:
   0    success (verify: every file and sample intact)
-  1    damaged data: bad checksum, corrupt or truncated file
+  1    damaged data: bad checksum, corrupt or truncated file (audit: samples delivered
+       twice or never)
   2    bad usage: bad option or argument, sample index out of range
   3    a path is missing or the operating system refused an operation
   130  interrupted
@@ -215,10 +217,12 @@ def _parser() -> argparse.ArgumentParser:
                       help="documents per shard, the unit of resumption (default: 100000)")
     text.add_argument("-v", "--verbose", action="store_true", help="show progress")
     from .cli_dataset import add_converters, add_show_and_view, add_version_commands
+    from .cli_ledger import add_ledger_commands
 
     add_converters(kinds, _EXIT_HELP)
     add_show_and_view(command)
     add_version_commands(command)
+    add_ledger_commands(command)
     return parser
 
 

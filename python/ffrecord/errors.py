@@ -46,6 +46,18 @@ class ObjectChangedError(OSError):
     """
 
 
+class StateError(ValueError):
+    """A loader state (``ffrecord.torch.DataLoader.state_dict()``) that cannot be used:
+    damaged, of a format this library does not read, or of an order it cannot compute
+    without the loader (a sampler of the user's). A ``ValueError``, as before it had a class."""
+
+
+class ForeignStateError(StateError):
+    """A loader state taken on another dataset, mixture, order or seed than the one it is
+    given with (a loader, a dataset named to ``ffrecord ledger``, the other states of an
+    audit)."""
+
+
 class FFRecordWarning(UserWarning):
     """A file is readable but not as it should be (e.g. a legacy zero metadata checksum)."""
 

@@ -39,7 +39,7 @@ from ._integers import integer as _integer
 from ._permutation import FeistelPermutation, splitmix64, splitmix64_array
 
 __all__ = [
-    "ChunkShuffle", "FullShuffle", "Order", "RankShare", "Sequential", "chunk_bounds",
+    "ChunkShuffle", "FullShuffle", "Order", "RankShare", "Sequential", "batch_indices", "chunk_bounds",
     "datapoint_seed", "datapoint_seeds", "shuffle_quality",
 ]
 
@@ -323,6 +323,15 @@ class RankShare:
             offsets %= remaining
         return self.base + offsets
 
+    def batch_positions(self, first: int, last: int) -> np.ndarray:
+        """Canonical positions of this rank's batches ``first`` to ``last - 1``, back to back
+        (the last batch short when the share is).
+
+        >>> RankShare(7, batch_size=2, rank=1, world_size=2).batch_positions(1, 3).tolist()
+        [5, 0]
+        """
+        return self.positions(first * self.batch_size, min(last * self.batch_size, self.samples_per_rank))
+
     def consumed(self, step: int) -> int:
         """Canonical positions consumed once every rank has had ``step`` batches: all of them
         (``n``) at the end of the segment, whatever padding or ``drop_last`` did."""
@@ -333,6 +342,20 @@ class RankShare:
     def __repr__(self) -> str:
         return (f"RankShare(n={self.n}, batch_size={self.batch_size}, rank={self.rank}, "
                 f"world_size={self.world_size}, drop_last={self.drop_last}, base={self.base})")
+
+
+def batch_indices(order: Any, epoch: int, share: RankShare, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+    """The canonical positions and sample indices of ``share``'s batches ``first`` to
+    ``last - 1`` of ``epoch``, back to back: how every loader draws its batches, and how a
+    ledger finds them again (``ffrecord.ledger``). ``order``: anything with ``indices(epoch,
+    positions)``.
+
+    >>> positions, indices = batch_indices(FullShuffle(10, seed=3), 0, RankShare(10, 2, rank=1, world_size=2), 0, 2)
+    >>> positions.tolist(), indices.tolist() == FullShuffle(10, seed=3).indices(0, positions).tolist()
+    ([1, 3, 5, 7], True)
+    """
+    positions = share.batch_positions(first, last)
+    return positions, np.asarray(order.indices(epoch, positions), np.int64)
 
 
 # -- chunks -----------------------------------------------------------------------------

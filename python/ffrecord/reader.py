@@ -58,9 +58,23 @@ class FileReader(ReaderHandle, Verification, FileDescription):
     nobody else (``PermissionError`` otherwise: others could plant what it serves).
     ``stats()`` counts requests, bytes and cache hits.
 
+    ``descriptors=False`` asks that local files hold no file descriptor once opened and
+    checked, so that a process can keep thousands of files open under a small
+    ``RLIMIT_NOFILE`` (a mixture of many datasets, a file per field) without closing and
+    reopening them. Every local file is mapped whole already: its samples are then copied
+    from the mapping, as fast, and a file replaced by rename goes on reading as opened (one
+    truncated since raises ``CorruptFileError``). It is a request: files read with ``direct``,
+    files past the bytes a reader maps for sample data (a large dataset is read with
+    system calls) keep theirs, and remote files hold none. ``descriptors_held`` says how many
+    a reader holds.
+
+    >>> r = FileReader(path, descriptors=False)        # doctest: +SKIP
+    >>> r.descriptors_held, r.read_one(1).tobytes()     # doctest: +SKIP
+    (0, b'bb')
+
     A reader is safe to use from many threads at once, survives ``fork()`` (the child
     reopens the files by path on first use) and pickles by ``(fnames, check_data, direct,
-    storage_options)``.
+    storage_options, descriptors)``.
     A copy in another process (a forked child, or an unpickled one) with ``check_data`` does
     not read the headers again of files that this reader checked and that have not changed
     since (same device, inode, size, modification and change times).
@@ -73,16 +87,17 @@ class FileReader(ReaderHandle, Verification, FileDescription):
     def __init__(self, fname: PathArg | Sequence[PathArg], check_data: bool = True, *,
                  direct: bool = False, storage_options: dict[str, Any] | None = None,
                  cache_dir: PathArg | None = None, cache_limit: int | None = None,
-                 chunk_size: int | None = None) -> None:
+                 chunk_size: int | None = None, descriptors: bool = True) -> None:
         options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
-        self._init(fname, check_data, direct, (), options)
+        self._init(fname, check_data, direct, (), options, descriptors)
 
     def _init(self, fname: PathArg | Sequence[PathArg], check_data: bool, direct: bool,
-              vouched: tuple[int, ...], storage_options: dict[str, Any] | None = None) -> None:
+              vouched: tuple[int, ...], storage_options: dict[str, Any] | None = None,
+              descriptors: bool = True) -> None:
         self._batches = BatchReads()
         self._single = SampleReads(1)
         for message in self._open_files(_paths_of(fname), check_data, direct, vouched,
-                                        storage_options):
+                                        storage_options, descriptors):
             warnings.warn(message, FFRecordWarning, stacklevel=2)
 
     # -- reading ----------------------------------------------------------------------
@@ -251,14 +266,15 @@ class FileReader(ReaderHandle, Verification, FileDescription):
     def __reduce__(self) -> tuple[Any, ...]:
         return _unpickle, (type(self), self.fnames, self.check_data, self.direct,
                            self.vouched_files, _remote.pinned(self.storage_options, self._versions),
-                           self.file_stamps)
+                           self.file_stamps, self.descriptors)
 
     def __repr__(self) -> str:
         names = self.fnames if len(self.fnames) <= 3 else [*self.fnames[:2], "...", self.fnames[-1]]
         shown = repr(names[0]) if len(self.fnames) == 1 else repr(names)
         state = ", closed" if self._closed else ""
         return (f"{type(self).__name__}({shown}, check_data={self.check_data}"
-                f"{', direct=True' if self.direct else ''}) n={self.n}{state}")
+                f"{', direct=True' if self.direct else ''}"
+                f"{'' if self.descriptors else ', descriptors=False'}) n={self.n}{state}")
 
 
 def _range_array(ranges: Any, n: int) -> np.ndarray:
@@ -294,17 +310,17 @@ def _paths_of(fname: Any) -> list[str]:
 
 def _unpickle(cls: type[FileReader], fnames: list[str], check_data: bool, direct: bool,
               vouched: tuple[int, ...], storage_options: dict[str, Any] | None,
-              stamps: list[tuple[int, int]]) -> FileReader:
+              stamps: list[tuple[int, int]], descriptors: bool = True) -> FileReader:
     return reopen(fnames, check_data, vouched, direct=direct, cls=cls,
-                  storage_options=storage_options, stamps=stamps)
+                  storage_options=storage_options, stamps=stamps, descriptors=descriptors)
 
 
 @timed_read  # a loader worker opening its copy of a dataset's files reads them
 def reopen(fname: PathArg | Sequence[PathArg], check_data: bool, vouched: tuple[int, ...],
            *, direct: bool = False, cls: type[FileReader] = FileReader,
            storage_options: dict[str, Any] | None = None,
-           stamps: Sequence[tuple[int, int]] | None = None) -> FileReader:
-    """``FileReader(fname, check_data, direct=direct)`` that skips checking again the files
+           stamps: Sequence[tuple[int, int]] | None = None, descriptors: bool = True) -> FileReader:
+    """``FileReader(fname, check_data, direct=direct, descriptors=descriptors)`` that skips checking again the files
     another reader vouches for (its ``vouched_files``) while they are unchanged. Given the
     ``file_stamps`` of the reader it copies, it raises ``ObjectChangedError`` for a file
     replaced since that reader opened it, rather than read another file.
@@ -312,7 +328,7 @@ def reopen(fname: PathArg | Sequence[PathArg], check_data: bool, vouched: tuple[
     >>> copy = reopen(r.fnames, True, r.vouched_files, stamps=r.file_stamps)   # doctest: +SKIP
     """
     reader = cls.__new__(cls)
-    reader._init(fname, check_data, direct, tuple(vouched), storage_options)
+    reader._init(fname, check_data, direct, tuple(vouched), storage_options, descriptors)
     if stamps is not None:
         try:
             check_same_files(reader.fnames, stamps, reader.file_stamps)

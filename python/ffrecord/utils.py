@@ -93,7 +93,7 @@ def dump(
         raise ValueError(f"nfiles must be a positive integer, got {nfiles!r}")
     fname = _remote.local_path(fname)
     if _remote.is_url(fname):
-        _remote.encode_options(storage_options)  # bad options fail before any work
+        _remote.check_options(storage_options)  # bad options fail before any work
         with _claim_prefix(os.fsdecode(fname), nfiles, storage_options) as claim:
             staging = _remote.Staging(os.fsdecode(fname))
             try:

@@ -116,7 +116,7 @@ class FileWriter(ClosesOrAborts):
             raise ValueError(f"compression must be None, 'lz4' or 'zstd', got {compression!r}")
         self.fname = os.fsdecode(_remote.local_path(fname))
         self.storage_options = storage_options
-        _remote.encode_options(storage_options)  # a bad option fails before anything is written
+        _remote.check_options(storage_options)  # a bad option fails before anything is written
         local = self.fname
         if _remote.is_url(self.fname):
             if self.fname.endswith("/"):

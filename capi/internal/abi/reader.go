@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 	"unsafe"
@@ -78,7 +77,7 @@ func readerOpen(fn string, paths unsafe.Pointer, npaths uint64, flags uint32, vo
 	if err := outPointer(fn, "handle", handle); err != nil {
 		return fail(err)
 	}
-	if unknown := flags &^ (FlagCheckData | FlagDirect); unknown != 0 {
+	if unknown := flags &^ (FlagCheckData | FlagDirect | FlagNoDescriptors); unknown != 0 {
 		return failf(StatusInvalid, fmt.Sprintf("%s: unknown flags %#x", fn, unknown))
 	}
 	remoteOpts, err := storageOptions(fn, options)
@@ -93,10 +92,11 @@ func readerOpen(fn string, paths unsafe.Pointer, npaths uint64, flags uint32, vo
 		names[i] = cString(p)
 	}
 	r, err := core.Open(names, core.ReaderOptions{
-		CheckData: flags&FlagCheckData != 0,
-		Direct:    flags&FlagDirect != 0,
-		Verified:  vouched,
-		Remote:    remoteOpts,
+		CheckData:     flags&FlagCheckData != 0,
+		Direct:        flags&FlagDirect != 0,
+		NoDescriptors: flags&FlagNoDescriptors != 0,
+		Verified:      vouched,
+		Remote:        remoteOpts,
 	})
 	if err != nil {
 		return fail(err)
@@ -131,6 +131,12 @@ func ReaderNfiles(handle int64, nfiles unsafe.Pointer) (status int32) {
 	defer recoverPanic(&status)
 	return readerScalar("ffr_reader_nfiles", handle, "nfiles", nfiles,
 		func(r *core.Reader) uint64 { return uint64(len(r.Files())) })
+}
+
+// ReaderDescriptors implements ffr_reader_descriptors.
+func ReaderDescriptors(handle int64, count unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	return readerScalar("ffr_reader_descriptors", handle, "count", count, (*core.Reader).Descriptors)
 }
 
 // readerScalar stores get(reader) at the result pointer out (called name).
@@ -248,7 +254,34 @@ func ReadersReadOne(handles unsafe.Pointer, n uint64, index uint64, dst unsafe.P
 	if err != nil {
 		return fail(err)
 	}
-	out, err := cArray[uint64](fn, "sizes", sizes, n)
+	same := make([]uint64, n)
+	for k := range same {
+		same[k] = index
+	}
+	return readPairs(fn, hs, same, dst, dstLen, sizes)
+}
+
+// ReadersReadBatch implements ffr_readers_read_batch: sample indices[k] of reader
+// handles[k] for each k, back to back into dst (a batch gathered from many datasets, such
+// as a mixture's, in one call).
+func ReadersReadBatch(handles, indices unsafe.Pointer, n uint64, dst unsafe.Pointer, dstLen uint64, sizes unsafe.Pointer) (status int32) {
+	defer recoverPanic(&status)
+	const fn = "ffr_readers_read_batch"
+	hs, err := cArray[int64](fn, "handles", handles, n)
+	if err != nil {
+		return fail(err)
+	}
+	idx, err := cArray[uint64](fn, "indices", indices, n)
+	if err != nil {
+		return fail(err)
+	}
+	return readPairs(fn, hs, idx, dst, dstLen, sizes)
+}
+
+// readPairs reads sample idx[k] of reader hs[k] for each k, back to back into dst, in one
+// core.ReadAcross: when dst is too small, every size is filled.
+func readPairs(fn string, hs []int64, idx []uint64, dst unsafe.Pointer, dstLen uint64, sizes unsafe.Pointer) int32 {
+	out, err := cArray[uint64](fn, "sizes", sizes, uint64(len(hs)))
 	if err != nil {
 		return fail(err)
 	}
@@ -256,31 +289,18 @@ func ReadersReadOne(handles unsafe.Pointer, n uint64, index uint64, dst unsafe.P
 	if err != nil {
 		return fail(err)
 	}
-	one := []uint64{index}
-	var at uint64
-	short := false
+	rs := make([]*core.Reader, len(hs))
 	for k, h := range hs {
-		r, err := readers.get(fn, h)
-		if err != nil {
-			return fail(err)
-		}
-		if short { // only the sizes now, for the caller's next buffer
-			if err := r.Sizes(one, out[k:k+1]); err != nil {
-				return fail(err)
-			}
-			at += out[k]
+		if k > 0 && h == hs[k-1] {
+			rs[k] = rs[k-1]
 			continue
 		}
-		err = r.ReadBatch(one, buf[at:], out[k:k+1])
-		if errors.Is(err, io.ErrShortBuffer) {
-			short = true
-		} else if err != nil {
+		if rs[k], err = readers.get(fn, h); err != nil {
 			return fail(err)
 		}
-		at += out[k]
 	}
-	if short {
-		return failf(StatusShortBuf, fmt.Sprintf("%s: the samples need %d bytes, the buffer has %d", fn, at, dstLen))
+	if err := core.ReadAcross(rs, idx, buf, out); err != nil {
+		return fail(fmt.Errorf("%s: %w", fn, err))
 	}
 	return StatusOK
 }

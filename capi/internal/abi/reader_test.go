@@ -74,10 +74,16 @@ func readText(t *testing.T, f func(buf unsafe.Pointer, size uintptr, needed unsa
 func TestReaderGoldenFile(t *testing.T) {
 	noLeaks(t)
 	m := loadManifest(t)
-	for _, flags := range []uint32{0, FlagCheckData, FlagDirect, FlagCheckData | FlagDirect} {
+	for _, flags := range []uint32{0, FlagCheckData, FlagDirect, FlagCheckData | FlagDirect,
+		FlagNoDescriptors, FlagCheckData | FlagNoDescriptors, FlagDirect | FlagNoDescriptors} {
 		h := openReader(t, flags, golden("basic.ffr"))
 		if n := readerLen(t, h); n != 25 {
 			t.Fatalf("flags %d: len %d, want 25", flags, n)
+		}
+		var descriptors uint64
+		must(t, func() int32 { return ReaderDescriptors(h, unsafe.Pointer(&descriptors)) })
+		if held := flags&FlagDirect != 0 || flags&FlagNoDescriptors == 0; held != (descriptors > 0) {
+			t.Fatalf("flags %d: %d descriptors held", flags, descriptors)
 		}
 		names, counts := readerFiles(t, h)
 		if !slices.Equal(names, []string{golden("basic.ffr")}) || !slices.Equal(counts, []uint64{25}) {
@@ -259,6 +265,7 @@ func TestReaderBadArguments(t *testing.T) {
 		{"read: huge dst", func() int32 { return ReaderReadBatch(h, ptr(one), 1, ptr(dst), 1<<63, ptr(sizes)) }, "larger than any buffer"},
 		{"len", func() int32 { return ReaderLen(h, nil) }, "n is NULL"},
 		{"nfiles", func() int32 { return ReaderNfiles(h, nil) }, "nfiles is NULL"},
+		{"descriptors", func() int32 { return ReaderDescriptors(h, nil) }, "count is NULL"},
 		{"fname", func() int32 { return ReaderFname(h, 0, ptr(dst), 8, nil) }, "needed is NULL"},
 		{"warnings", func() int32 { return ReaderWarnings(h, ptr(dst), 8, nil) }, "needed is NULL"},
 		{"file counts", func() int32 { return ReaderFileCounts(h, nil, 1) }, "counts is NULL"},
@@ -284,8 +291,8 @@ func TestReaderBadArguments(t *testing.T) {
 		}, "paths[1] is NULL"},
 		{"open: handle", func() int32 { return ReaderOpen(ptr([]unsafe.Pointer{cstr(golden("basic.ffr"))}), 1, 0, nil) }, "handle is NULL"},
 		{"open: flags", func() int32 {
-			return ReaderOpen(ptr([]unsafe.Pointer{cstr(golden("basic.ffr"))}), 1, 4|FlagCheckData, unsafe.Pointer(&out))
-		}, "unknown flags 0x4"},
+			return ReaderOpen(ptr([]unsafe.Pointer{cstr(golden("basic.ffr"))}), 1, 8|FlagCheckData, unsafe.Pointer(&out))
+		}, "unknown flags 0x8"},
 	} {
 		t.Run(tt.name, func(t *testing.T) { expect(t, StatusInvalid, tt.call, tt.says) })
 	}
@@ -649,13 +656,14 @@ func TestReaderHandles(t *testing.T) {
 	var out uint64
 	var needed uintptr
 	calls := map[string]func(h int64) int32{
-		"len":      func(h int64) int32 { return ReaderLen(h, unsafe.Pointer(&out)) },
-		"nfiles":   func(h int64) int32 { return ReaderNfiles(h, unsafe.Pointer(&out)) },
-		"fname":    func(h int64) int32 { return ReaderFname(h, 0, nil, 0, unsafe.Pointer(&needed)) },
-		"counts":   func(h int64) int32 { return ReaderFileCounts(h, unsafe.Pointer(&out), 1) },
-		"warnings": func(h int64) int32 { return ReaderWarnings(h, nil, 0, unsafe.Pointer(&needed)) },
-		"sizes":    func(h int64) int32 { return ReaderSizes(h, ptr(one), 1, unsafe.Pointer(&out)) },
-		"read":     func(h int64) int32 { return ReaderReadBatch(h, ptr(one), 1, nil, 0, unsafe.Pointer(&out)) },
+		"len":         func(h int64) int32 { return ReaderLen(h, unsafe.Pointer(&out)) },
+		"nfiles":      func(h int64) int32 { return ReaderNfiles(h, unsafe.Pointer(&out)) },
+		"descriptors": func(h int64) int32 { return ReaderDescriptors(h, unsafe.Pointer(&out)) },
+		"fname":       func(h int64) int32 { return ReaderFname(h, 0, nil, 0, unsafe.Pointer(&needed)) },
+		"counts":      func(h int64) int32 { return ReaderFileCounts(h, unsafe.Pointer(&out), 1) },
+		"warnings":    func(h int64) int32 { return ReaderWarnings(h, nil, 0, unsafe.Pointer(&needed)) },
+		"sizes":       func(h int64) int32 { return ReaderSizes(h, ptr(one), 1, unsafe.Pointer(&out)) },
+		"read":        func(h int64) int32 { return ReaderReadBatch(h, ptr(one), 1, nil, 0, unsafe.Pointer(&out)) },
 		"verify": func(h int64) int32 {
 			return ReaderVerify(h, 0, 1, nil, nil, 0, nil, 0, unsafe.Pointer(&out), unsafe.Pointer(&out))
 		},

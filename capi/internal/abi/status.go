@@ -26,8 +26,9 @@ const (
 
 // Reader flags and writer compressions, mirrored from ffrecord.h.
 const (
-	FlagCheckData uint32 = 1
-	FlagDirect    uint32 = 2
+	FlagCheckData     uint32 = 1
+	FlagDirect        uint32 = 2
+	FlagNoDescriptors uint32 = 4
 
 	CompressNone int32 = 0
 	CompressLZ4  int32 = 1

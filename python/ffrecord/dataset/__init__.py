@@ -27,11 +27,11 @@ from .. import _remote
 from .codecs import BUILTIN as BUILTIN_CODECS
 from .errors import (CodecError, CorruptDatasetError, DatapointError, DatasetChangedError,
                      DatasetError, IncompleteDatasetError, MaskError, MissingDependencyError,
-                     SequenceRangeError, SpecError, UnsupportedVersionError)
+                     MixtureError, SequenceRangeError, SpecError, UnsupportedVersionError)
 from .arrow_import import from_arrow
 from .grow import add_field, index, vacuum, versions
 from .mixture import Mixture
-from .open_files import max_open_files, set_max_open_files
+from .open_files import max_mapped_files, max_open_files, set_max_mapped_files, set_max_open_files
 from .reader import DatasetReader, Readable, ShardedDatasetReader
 from .spec import SPEC_FILE
 from .versioned import NoManifestError, VersionedReader
@@ -41,10 +41,10 @@ __all__ = [
     "BUILTIN_CODECS", "CodecError", "CorruptDatasetError", "DatapointError", "DatasetChangedError",
     "DatasetError",
     "DatasetReader", "DatasetWriter", "IncompleteDatasetError", "MaskError",
-    "MissingDependencyError", "Mixture", "Readable", "SequenceRangeError",
+    "MissingDependencyError", "Mixture", "MixtureError", "Readable", "SequenceRangeError",
     "ShardedDatasetReader", "ShardedDatasetWriter", "SpecError", "UnsupportedVersionError",
-    "VersionedReader", "add_field", "dataset_kind", "from_arrow", "index", "max_open_files", "open_dataset",
-    "set_max_open_files", "vacuum", "versions",
+    "VersionedReader", "add_field", "dataset_kind", "from_arrow", "index", "max_mapped_files", "max_open_files", "open_dataset",
+    "set_max_mapped_files", "set_max_open_files", "vacuum", "versions",
 ]
 
 

@@ -24,6 +24,7 @@ shaped one); whole columns and batches read as numpy arrays of shape ``(n, *shap
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -199,9 +200,12 @@ def encoder(field: Field) -> Any:
     return encode
 
 
+@functools.lru_cache(maxsize=4096)
 def decoder(field: Field) -> Any:
     """The function ``memoryview -> value`` of a fixed-size field's values (as sequence
-    elements, or as values read one by one): a Python scalar, or an array of the shape."""
+    elements, or as values read one by one): a Python scalar, or an array of the shape.
+    One function for equal fields, so that datasets of one spec decode alike by identity
+    (a mixture reads its members' batches at once only then)."""
     one = value_dtype(field)
     base = np.dtype(FIXED_TYPES[field.type])
     if field.shape:

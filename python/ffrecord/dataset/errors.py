@@ -57,6 +57,13 @@ class CodecError(DatapointError):
     returned something other than bytes."""
 
 
+class MixtureError(DatasetError):
+    """A mixture that cannot be built as asked: weights negative, not finite or all 0 (at
+    the start or at a schedule's step), schedule positions that do not increase, a count
+    of weights, lengths or names that is not one per member, a member holding fewer
+    datapoints than ``lengths=`` says, or a member with a weight that has none."""
+
+
 class MaskError(DatasetError):
     """A mask that cannot be applied: an unknown field, a range on a field that is not a
     sequence, a range with a negative start or a step below 1."""

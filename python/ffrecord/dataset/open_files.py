@@ -11,16 +11,22 @@ hold more than the bound for as long as they run; nothing waits for room, so no 
 wait on another forever.
 
 The bound is ``max_open_files()``: 128 files by default, ``FFRECORD_MAX_OPEN_FILES`` or
-``set_max_open_files(n)`` to change it.
+``set_max_open_files(n)`` to change it. It counts the files that hold a descriptor, and
+remote ones (their headers held in memory). A local file opened without a descriptor (a
+mixture's members, see ``Mixture.from_paths``; ``descriptors=False``) is read from its
+mapping alone and holds nothing the process has few of: such files are bounded apart, by
+``max_mapped_files()`` (16,384 by default, ``FFRECORD_MAX_MAPPED_FILES``), within the
+kernel's limit on a process's mappings (65,530 by default).
 
 >>> table = OpenReaders(limit=2)
 >>> class Opened:
 ...     closed = False
 ...     def close(self): self.closed = True
->>> first = table.lease(("a", 0), lambda: (Opened(), 1)); table.release(first)
->>> second = table.lease(("a", 1), lambda: (Opened(), 2)); table.release(second)
->>> first.reader.closed, second.reader.closed, table.files
-(True, False, 2)
+>>> first = table.lease(("a", 0), lambda: (Opened(), 1, 1)); table.release(first)
+>>> second = table.lease(("a", 1), lambda: (Opened(), 2, 2)); table.release(second)
+>>> mapped = table.lease(("a", 2), lambda: (Opened(), 2, 0)); table.release(mapped)
+>>> first.reader.closed, second.reader.closed, mapped.reader.closed, table.held, table.files
+(True, False, False, 2, 4)
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from contextlib import contextmanager
 from typing import Any
 
 _DEFAULT_LIMIT = 128
+_DEFAULT_MAPPED_LIMIT = 16384
 _OPENS_AT_ONCE = 32  # readers a batch opens at once (each open waits a round trip or two)
 
 
@@ -41,12 +48,13 @@ class Lease:
     """A reader held for a read (``OpenReaders.lease``): its ``reader`` stays open until the
     lease is released."""
 
-    __slots__ = ("key", "reader", "files", "leases", "pins", "ready", "error", "dropped")
+    __slots__ = ("key", "reader", "files", "held", "leases", "pins", "ready", "error", "dropped")
 
     def __init__(self, key: Hashable) -> None:
         self.key = key
         self.reader: Any = None
         self.files = 0
+        self.held = 0  # of its files, those the bound on open files counts
         self.leases = 1
         self.pins = 0
         self.ready = threading.Event()
@@ -55,22 +63,30 @@ class Lease:
 
 
 class OpenReaders:
-    """Readers by key, at most ``limit`` files of them held by no read (see the module).
-    Keys are ``(owner, k)``: ``drop(owner)`` closes an owner's readers."""
+    """Readers by key, at most ``limit`` files with descriptors (or remote) and
+    ``mapped_limit`` files without of them held by no read (see the module). Keys are
+    ``(owner, k)``: ``drop(owner)`` closes an owner's readers."""
 
-    def __init__(self, limit: int | None = None) -> None:
-        self.limit = _default_limit() if limit is None else _positive(limit)
+    def __init__(self, limit: int | None = None, mapped_limit: int | None = None) -> None:
+        self.limit = _default_limit("FFRECORD_MAX_OPEN_FILES", _DEFAULT_LIMIT) if limit is None else _positive(limit)
+        self.mapped_limit = (_default_limit("FFRECORD_MAX_MAPPED_FILES", _DEFAULT_MAPPED_LIMIT)
+                             if mapped_limit is None else _positive(mapped_limit))
         self._reset()
 
     def _reset(self) -> None:
         self._lock = threading.Lock()
         self._entries: OrderedDict[Hashable, Lease] = OrderedDict()
         self.files = 0  # files of the readers open (leased or not)
+        self.held = 0  # of them, those with a descriptor, or remote
         self.opened = self.closed = 0
 
-    def lease(self, key: Hashable, opener: Callable[[], tuple[Any, int]]) -> Lease:
-        """The reader of ``key``, opened by ``opener`` (which returns it and how many files
-        it holds) unless open already; held until ``release``."""
+    def _within(self) -> bool:
+        return self.held <= self.limit and self.files - self.held <= self.mapped_limit
+
+    def lease(self, key: Hashable, opener: Callable[[], tuple[Any, int, int]]) -> Lease:
+        """The reader of ``key``, opened by ``opener`` (which returns it, how many files it
+        holds and how many of them the bound on open files counts) unless open already;
+        held until ``release``."""
         with self._lock:
             entry = self._entries.get(key)
             opening = entry is None
@@ -87,7 +103,7 @@ class OpenReaders:
                 raise entry.error
             return entry
         try:
-            entry.reader, entry.files = opener()
+            entry.reader, entry.files, entry.held = opener()
         except BaseException as exc:
             entry.error = exc
             with self._lock:
@@ -98,6 +114,7 @@ class OpenReaders:
         with self._lock:
             if self._entries.get(key) is entry:
                 self.files += entry.files
+                self.held += entry.held
             self.opened += 1
             entry.ready.set()
             victims = self._victims()
@@ -108,13 +125,13 @@ class OpenReaders:
         """Ends a lease: the reader may be closed from now on."""
         with self._lock:
             entry.leases -= 1
-            if self.files <= self.limit and not entry.dropped:
+            if self._within() and not entry.dropped:
                 return  # nothing to close: the common case, a read of a reader kept open
             victims = self._victims() if self._entries.get(entry.key) is entry else \
                 ([entry] if entry.leases == 0 and entry.dropped else [])
         self._close(victims)
 
-    def pin(self, key: Hashable, opener: Callable[[], tuple[Any, int]]) -> Any:
+    def pin(self, key: Hashable, opener: Callable[[], tuple[Any, int, int]]) -> Any:
         """The reader of ``key``, held open until its owner is dropped (for a caller that
         keeps it: ``DatasetReader.field_reader``)."""
         entry = self.lease(key, opener)
@@ -123,7 +140,7 @@ class OpenReaders:
         return entry.reader
 
     @contextmanager
-    def leased(self, key: Hashable, opener: Callable[[], tuple[Any, int]]) -> Iterator[Any]:
+    def leased(self, key: Hashable, opener: Callable[[], tuple[Any, int, int]]) -> Iterator[Any]:
         entry = self.lease(key, opener)
         try:
             yield entry.reader
@@ -131,7 +148,7 @@ class OpenReaders:
             self.release(entry)
 
     @contextmanager
-    def leased_many(self, keys: list[Hashable], opener: Callable[[Hashable], tuple[Any, int]]) -> Iterator[None]:
+    def leased_many(self, keys: list[Hashable], opener: Callable[[Hashable], tuple[Any, int, int]]) -> Iterator[None]:
         """Holds the readers of ``keys``, opening those not open at once."""
         with self._lock:
             missing = sum(key not in self._entries for key in keys)
@@ -168,6 +185,7 @@ class OpenReaders:
                 entry.pins = 0
                 if entry.ready.is_set() and entry.error is None:
                     self.files -= entry.files
+                    self.held -= entry.held
                     if entry.leases == 0:
                         victims.append(entry)
         self._close(victims)
@@ -190,14 +208,16 @@ class OpenReaders:
         """Takes out of the table the least recently used readers no read holds, until the
         files held fit the bound (called with the lock held)."""
         victims: list[Lease] = []
-        if self.files <= self.limit:
+        if self._within():
             return victims
         for key, entry in list(self._entries.items()):
-            if self.files <= self.limit:
+            if self._within():
                 break
-            if entry.leases == 0 and entry.ready.is_set():
+            if entry.leases == 0 and entry.ready.is_set() and \
+                    (entry.held if self.held > self.limit else entry.files - entry.held):
                 del self._entries[key]
                 self.files -= entry.files
+                self.held -= entry.held
                 victims.append(entry)
         return victims
 
@@ -207,17 +227,18 @@ class OpenReaders:
             entry.reader.close()
 
     def __repr__(self) -> str:
-        return f"OpenReaders(limit={self.limit}, files={self.files}, readers={len(self._entries)})"
+        return (f"OpenReaders(limit={self.limit}, mapped_limit={self.mapped_limit}, files={self.files}, "
+                f"held={self.held}, readers={len(self._entries)})")
 
 
-def _default_limit() -> int:
-    text = os.environ.get("FFRECORD_MAX_OPEN_FILES")
+def _default_limit(variable: str, default: int) -> int:
+    text = os.environ.get(variable)
     if not text:
-        return _DEFAULT_LIMIT
+        return default
     try:
         return _positive(int(text))
     except ValueError:
-        raise ValueError(f"FFRECORD_MAX_OPEN_FILES={text!r} is not a positive integer") from None
+        raise ValueError(f"{variable}={text!r} is not a positive integer") from None
 
 
 def _positive(limit: Any) -> int:
@@ -242,6 +263,27 @@ def max_open_files() -> int:
 def set_max_open_files(limit: int) -> None:
     """Sets ``max_open_files()``; readers beyond it are closed as reads release them."""
     READERS.limit = _positive(limit)
+    _close_beyond()
+
+
+def max_mapped_files() -> int:
+    """The local files opened without a descriptor (read from their mappings alone) that
+    datasets hold open at most, all together, besides those of reads in flight (see the
+    module).
+
+    >>> max_mapped_files() >= max_open_files()
+    True
+    """
+    return READERS.mapped_limit
+
+
+def set_max_mapped_files(limit: int) -> None:
+    """Sets ``max_mapped_files()``; readers beyond it are closed as reads release them."""
+    READERS.mapped_limit = _positive(limit)
+    _close_beyond()
+
+
+def _close_beyond() -> None:
     with READERS._lock:
         victims = READERS._victims()
     READERS._close(victims)

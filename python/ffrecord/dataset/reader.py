@@ -5,10 +5,12 @@ with ``Mixture``: indexing, masks, batched reads."""
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import threading
 import zlib
 from collections.abc import Mapping
+from contextlib import ExitStack
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -16,12 +18,14 @@ import numpy as np
 
 from .. import _counters as counters
 from .. import _remote
+from .._buffers import allocator, output_view
 from .._indices import index_array, one_index
 from ..reader import FileReader
 from . import codecs, columns, scans, sequence
 from .datapoint import DatapointReads, FieldDecodeFailed
 from .errors import (CodecError, CorruptDatasetError, DatasetChangedError, IncompleteDatasetError,
                      MaskError, SequenceRangeError, SpecError)
+from .joined import Part, field_batch_by_handles, read_by_handles, read_joined
 from .spec import SPEC_FILE, Field, parse_spec_document, read_spec_and_metadata
 
 # Remote field files opened at once by a DatasetReader (each open is a request).
@@ -55,6 +59,18 @@ class Readable:
         """The datapoints at ``indices`` (negative counts from the end), as dicts holding the
         fields ``mask`` selects (all by default), read with one call per field per batch."""
         raise NotImplementedError
+
+    def _single_leaf(self, held: ExitStack) -> Any:
+        """The ``DatasetReader`` that holds every datapoint of this dataset, as its own
+        (index for index), kept open until ``held`` closes; None when there is no such one."""
+        return None
+
+    def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
+        """The datasets with files of their own (``DatasetReader``s) that hold datapoints
+        ``idx`` (in range), each kept open until ``held`` closes: ``(leaf, positions in idx,
+        indices in leaf)``, or None when a batch of this dataset is not read from its
+        leaves at once (see ``ffrecord.dataset.joined``)."""
+        return None
 
     def available(self, index: int) -> dict[str, int | bool]:
         """What datapoint ``index`` holds: ``True`` for each plain field, the element count
@@ -254,7 +270,8 @@ class DatasetReader(Readable):
     ``storage_options`` as for ``FileReader``: the spec and fields are read from there (and
     ``cache_dir=``, ``cache_limit=``, ``chunk_size=`` as for ``FileReader``). Remote, small
     fixed-size fields (labels, ids) are held in memory after one whole read, and a batch's
-    other fields are read by one call.
+    other fields are read by one call. ``descriptors=False`` opens the local field files
+    without holding their descriptors (see ``FileReader``).
 
     >>> import tempfile, os
     >>> from ffrecord.dataset import DatasetWriter
@@ -271,8 +288,10 @@ class DatasetReader(Readable):
     def __init__(self, directory: Any, decoders: Mapping[str, Callable] | None = None,
                  cache_keys: Any = (), *, check_data: bool = True,
                  storage_options: dict[str, Any] | None = None, cache_dir: Any = None,
-                 cache_limit: int | None = None, chunk_size: int | None = None) -> None:
+                 cache_limit: int | None = None, chunk_size: int | None = None,
+                 descriptors: bool = True) -> None:
         storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
+        self.descriptors = bool(descriptors)
         self._readers: dict[str, FileReader] = {}
         self.storage_options, self._pins = _remote.unpinned(storage_options)  # pins: a copy's versions
         self.directory = _remote.as_path(directory, storage_options)
@@ -384,7 +403,8 @@ class DatasetReader(Readable):
         if opening is not None and opening.exception() is None:
             reader = opening.result()
         else:  # not started, or failed: opened now, to fail (or not) as it would have
-            reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins))
+            reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins),
+                                descriptors=self.descriptors)
         try:
             check_count(path, field, reader.n, self._length, SPEC_FILE)
         except BaseException:
@@ -426,6 +446,12 @@ class DatasetReader(Readable):
 
     def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
         return self._read(indices, mask, self._decoders)
+
+    def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
+        return [(self, slice(None), idx)]  # all of idx: a slice costs no array
+
+    def _single_leaf(self, held: ExitStack) -> Any:
+        return self
 
     def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
         """``read(indices)``: torch's ``DataLoader`` (2.0 and later) fetches a batch this
@@ -822,7 +848,7 @@ class DatasetReader(Readable):
         length, metadata, each field file's identity): the copy checks it reopened the same
         dataset, and raises ``DatasetChangedError`` rather than read another."""
         return _reopen, (type(self), str(self.directory), self.decoders, self.cache_keys,
-                         self.check_data, self._pinned_options(), self._opened_as())
+                         self.check_data, self._pinned_options(), self._opened_as(), self.descriptors)
 
     def _opened_as(self) -> dict[str, Any]:
         """What this reader was opened with, as its pickled copies carry it."""
@@ -898,9 +924,9 @@ def _shown(value: Any) -> str:
 
 
 def _reopen(cls: type, directory: str, decoders: Any, cache_keys: tuple, check_data: bool,
-            storage_options: dict[str, Any] | None, opened: dict[str, Any]) -> Any:
+            storage_options: dict[str, Any] | None, opened: dict[str, Any], descriptors: bool = True) -> Any:
     reader = cls(directory, decoders, cache_keys, check_data=check_data,
-                 storage_options=storage_options)
+                 storage_options=storage_options, descriptors=descriptors)
     try:
         reader._check_opened_as(opened)
     except BaseException:
@@ -966,16 +992,89 @@ class Routed(Readable):
     member): shards one after another, or a mixture. Reads are grouped by member."""
 
     members: list[Readable]
+    _readable = True  # every member a structured dataset (a mixture's may be plain sequences)
 
     def _route(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
     def read(self, indices: Any, mask: Any = None) -> list[dict[str, Any]]:
-        return self._gathered(indices, lambda member, local: member.read(local, mask))
+        idx = self._indices(indices)
+        joined = self._joined(idx, mask, worker=False)
+        if joined is not None:
+            return joined
+        # a member asked for one datapoint reads it alone (its fast path: one native call)
+        return self._gathered(idx, lambda member, local: member.read(local, mask),
+                              _one_datapoint if mask is None else None)
+
+    def _joined(self, idx: np.ndarray, mask: Any, worker: bool) -> list[dict[str, Any]] | None:
+        """The batch read from its leaves at once (``ffrecord.dataset.joined``), or None when
+        it lies in one member or its leaves cannot be read so."""
+        if len(idx) < 2 or not self._readable:
+            return None
+        # each field's bytes per sample in the last such batch: the next one's buffer size
+        sizes = self.__dict__.setdefault("_joined_sizes", {})
+        by_handles = read_by_handles(self, idx, mask, worker, sizes)
+        if by_handles is not None:
+            return by_handles
+        with ExitStack() as held:
+            parts = self._leaves(idx, held)
+            if parts is None or len(parts) < 2:
+                return None
+            return read_joined(parts, len(idx), mask, worker, sizes)
+
+    @property
+    def fields(self) -> dict[str, Field]:
+        """The fields of its members (its first member's: every member has the same)."""
+        return self.members[0].fields
+
+    def _field_batch(self, name: str, idx: np.ndarray, out: Any) -> tuple[np.ndarray, np.ndarray, int]:
+        """Field ``name``'s stored values at ``idx`` in one buffer (see
+        ``DatasetReader._field_batch``; for a loader worker's columns, which take only
+        fields decoded by the built-in codecs: see ``builtin_decoding``): by one call through
+        the members' kept handles, else read and packed again (``bytes`` values as they are,
+        ``int`` and ``float`` as their 8 little-endian bytes)."""
+        allocate = None if out is None else allocator(out) if callable(out) else \
+            (lambda nbytes: output_view(out, nbytes))
+        got = field_batch_by_handles(self, name, idx, allocate, self.__dict__.setdefault("_joined_sizes", {}))
+        if got is not None:
+            return got
+        values = [d[name] for d in self.read(idx, [name])]
+        packed = [bytes(v) for v in values] if self.spec[name] == "bytes" else \
+            [v.to_bytes(8, "little", signed=True) if isinstance(v, int) else struct.pack("<d", v) for v in values]
+        sizes = np.array([len(v) for v in packed], np.uint64)
+        buf = (allocate or _new_bytes)(int(sizes.sum()))[:int(sizes.sum())]
+        buf[:] = np.frombuffer(b"".join(packed), np.uint8)
+        common = int(sizes[0]) if len(sizes) and (sizes == sizes[0]).all() else -1
+        return buf, sizes, common
+
+    def builtin_decoding(self) -> bool:
+        """True when every member decodes with the built-in codecs alone (no ``decoders``
+        given, all the way down)."""
+        return all(isinstance(m, Readable) and not getattr(m, "decoders", None)
+                   and (not isinstance(m, Routed) or m.builtin_decoding()) for m in self.members)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # handles belong to this process's library: a copy learns its own
+        return {k: v for k, v in self.__dict__.items() if k != "_leaf_handles"}
+
+    def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
+        member, local = self._route(idx)
+        order = np.argsort(member, kind="stable")
+        grouped = member[order]
+        cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
+        parts: list[Part] = []
+        for a, b in zip([0, *cuts], [*cuts, len(idx)]):
+            where = order[a:b]
+            leaves = getattr(self.members[int(grouped[a])], "_leaves", None)
+            found = None if leaves is None else leaves(local[where], held)
+            if found is None:
+                return None
+            parts += [(leaf, where[positions], inner) for leaf, positions, inner in found]
+        return parts
 
     def read_columns(self, indices: Any, mask: Any = None) -> dict[str, Any]:
         """Each member's ``read_columns`` of its part of ``indices``, put together."""
-        if not all(isinstance(m, Readable) for m in self.members):
+        if not self._readable:
             return super().read_columns(indices, mask)
         idx = self._indices(indices)
         if not len(idx):  # still checks the mask
@@ -989,20 +1088,34 @@ class Routed(Readable):
 
     def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
         """Each member's ``__getitems__`` (see ``DatasetReader.__getitems__``)."""
-        if not all(isinstance(m, Readable) for m in self.members):
+        if not self._readable:
             return self.read(indices)
-        return self._gathered(indices, lambda member, local: member.__getitems__(local))
+        idx = self._indices(indices)
+        joined = self._joined(idx, None, worker=True)
+        if joined is not None:
+            return joined
+        return self._gathered(idx, lambda member, local: member.__getitems__(local))
 
-    def _gathered(self, indices: Any, fetch: Callable[[Readable, np.ndarray], list]) -> list[Any]:
-        """The datapoints of ``indices``, ``fetch(member, local indices)`` once per member."""
+    def _gathered(self, indices: Any, fetch: Callable[[Readable, np.ndarray], list],
+                  single: Callable[[Readable, int], Any] | None = None) -> list[Any]:
+        """The datapoints of ``indices``, ``fetch(member, local indices)`` once per member
+        (``single(member, index)`` for a member asked for one datapoint, when given)."""
         idx = self._indices(indices)
         if not len(idx):  # still checks the mask
             return fetch(self.members[0], idx)
         member, local = self._route(idx)
         out: list[Any] = [None] * len(idx)
-        for m in np.unique(member).tolist():
-            where = np.flatnonzero(member == m)
-            for pos, value in zip(where.tolist(), fetch(self.members[m], local[where])):
+        order = np.argsort(member, kind="stable")  # each member's datapoints together, in batch order
+        grouped = member[order]
+        cuts = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist()
+        members, places, locals_ = self.members, order.tolist(), local.tolist()
+        for a, b in zip([0, *cuts], [*cuts, len(idx)]):
+            m = members[int(grouped[a])]
+            if single is not None and b == a + 1:
+                out[places[a]] = single(m, locals_[places[a]])
+                continue
+            where = order[a:b]
+            for pos, value in zip(where.tolist(), fetch(m, local[where])):
                 out[pos] = value
         return out
 
@@ -1032,6 +1145,14 @@ class Routed(Readable):
         return [r for member in self.members for r in getattr(member, "file_readers", list)()]
 
 
+def _new_bytes(nbytes: int) -> np.ndarray:
+    return np.empty(nbytes, np.uint8)
+
+
+def _one_datapoint(member: Readable, index: int) -> Any:
+    return member[index]
+
+
 class ShardedDatasetReader(Routed):
     """Reads the shards ``000000``, ``000001``, ... of ``directory`` as one dataset (see
     ``ShardedDatasetWriter``); with ``shardstart``/``shardstep``, only shards ``shardstart,
@@ -1053,11 +1174,12 @@ class ShardedDatasetReader(Routed):
                  shardstart: int = 0, shardstep: int = 1, cache_keys: Any = (), *,
                  check_data: bool = True, storage_options: dict[str, Any] | None = None,
                  cache_dir: Any = None, cache_limit: int | None = None,
-                 chunk_size: int | None = None) -> None:
+                 chunk_size: int | None = None, descriptors: bool = True) -> None:
         storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
         self.directory = _remote.as_path(directory, storage_options)
         self.storage_options = _remote.unpinned(storage_options)[0]  # members take the versions
         self.decoders, self.cache_keys, self.check_data = decoders, tuple(cache_keys), check_data
+        self.descriptors = bool(descriptors)
         self.shardstart, self.shardstep = shardstart, shardstep
         if shardstart < 0 or shardstep < 1:
             raise ValueError(f"need shardstart >= 0 and shardstep >= 1, got {shardstart}, {shardstep}")
@@ -1070,7 +1192,7 @@ class ShardedDatasetReader(Routed):
         try:
             for shard in chosen:
                 member = DatasetReader(shard, decoders, cache_keys, check_data=check_data,
-                                       storage_options=storage_options)
+                                       storage_options=storage_options, descriptors=descriptors)
                 self.members.append(member)
                 if member.spec != self.members[0].spec:
                     raise SpecError(f"{shard}: spec {member.spec} differs from {chosen[0]}'s "
@@ -1104,7 +1226,7 @@ class ShardedDatasetReader(Routed):
         versions = {url: v for member in self.members for url, v in member.versions.items()}
         return _reopen_sharded, (str(self.directory), self.decoders, self.shardstart, self.shardstep,
                                  self.cache_keys, self.check_data, _remote.pinned(self.storage_options, versions),
-                                 [member._opened_as() for member in self.members])
+                                 [member._opened_as() for member in self.members], self.descriptors)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.directory)!r}, shards={self.shards}) n={len(self)}"
@@ -1112,9 +1234,9 @@ class ShardedDatasetReader(Routed):
 
 def _reopen_sharded(directory: str, decoders: Any, shardstart: int, shardstep: int,
                     cache_keys: tuple, check_data: bool, storage_options: dict[str, Any] | None,
-                    opened: list[dict[str, Any]]) -> ShardedDatasetReader:
+                    opened: list[dict[str, Any]], descriptors: bool = True) -> ShardedDatasetReader:
     reader = ShardedDatasetReader(directory, decoders, shardstart, shardstep, cache_keys,
-                                  check_data=check_data, storage_options=storage_options)
+                                  check_data=check_data, storage_options=storage_options, descriptors=descriptors)
     try:
         if len(opened) != reader.shards:
             raise DatasetChangedError(

@@ -31,6 +31,7 @@ import itertools
 import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import Any, Callable
 
 import numpy as np
@@ -41,6 +42,7 @@ from ..errors import ObjectChangedError
 from ..reader import FileReader
 from . import manifest as manifests
 from .errors import IncompleteDatasetError
+from .joined import Part
 from .manifest import Manifest
 from .open_files import READERS
 from .reader import DatasetReader, Readable, ShardedDatasetReader, _OPENS_AT_ONCE, check_count
@@ -58,9 +60,11 @@ class ShardSource:
     members, and referring to neither (so that a reader no one holds is collected)."""
 
     def __init__(self, root: Any, manifest: Manifest, decoders: Mapping[str, Callable] | None,
-                 cache_keys: tuple, check_data: bool, storage_options: dict[str, Any] | None) -> None:
-        self.root, self.manifest = root, manifest
+                 cache_keys: tuple, check_data: bool, storage_options: dict[str, Any] | None,
+                 surveyed: bool = False, descriptors: bool = True) -> None:
+        self.root, self.manifest, self.surveyed = root, manifest, surveyed
         self.decoders, self.cache_keys, self.check_data = decoders, cache_keys, check_data
+        self.descriptors = descriptors
         self.storage_options = storage_options
         self.remote = isinstance(root, _remote.RemotePath)
         self._start()
@@ -87,7 +91,7 @@ class ShardSource:
             raise ValueError(f"I/O operation on closed dataset {self.root}")
         reader = ShardReader(self, k)
         self.opened += 1
-        return reader, len(self.manifest.fields)
+        return reader, len(self.manifest.fields), reader.files_with_descriptors()
 
     def leased(self, k: int):
         return READERS.leased((self.owner, k), lambda: self.open(k))
@@ -124,14 +128,16 @@ class ShardReader(DatasetReader):
     def _open_field(self, field: Field, early: dict) -> FileReader:
         version = self._entry.files[field.name]
         path = self.directory / version.name
-        reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins))
+        reader = FileReader(path, self.check_data, storage_options=_remote.pinned(self.storage_options, self._pins),
+                            descriptors=self._source.descriptors)
         try:
             stamp = reader.file_stamp(0)
             if not version.matches(stamp):
                 found = version.mismatch(stamp)
+                listed = (f"version {self._source.manifest.version} of the dataset lists" if not
+                          self._source.surveyed else "the dataset held when the reader opened it")
                 raise ObjectChangedError(
-                    errno.ESTALE, f"{path}: field {field.name!r} is not the file version "
-                                  f"{self._source.manifest.version} of the dataset lists ({found}): "
+                    errno.ESTALE, f"{path}: field {field.name!r} is not the file {listed} ({found}): "
                                   "it was replaced since")
             check_count(path, field, reader.n, self._length, "the manifest")
         except BaseException:
@@ -142,6 +148,13 @@ class ShardReader(DatasetReader):
     @property
     def files(self) -> list[str]:
         return [str(self.directory / f.name) for f in self._entry.files.values()]
+
+    def files_with_descriptors(self) -> int:
+        """Its files that the bound on open files counts (see ``open_files``): those holding
+        a descriptor, and every remote one (its header held in memory)."""
+        if self._remote:
+            return len(self._readers)
+        return sum(min(1, reader.descriptors_held) for reader in self._readers.values())
 
     def stats(self) -> dict[str, int]:
         """The field files' counters (``FileReader.stats``) added up."""
@@ -204,6 +217,14 @@ class LazyShard(Readable):
     def __getitems__(self, indices: Any) -> list[dict[str, Any]]:
         with self._source.leased(self.number) as reader:
             return reader.__getitems__(indices)
+
+    def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
+        held.callback(READERS.release, lease := self._source.lease(self.number))
+        return lease.reader._leaves(idx, held)
+
+    def _single_leaf(self, held: ExitStack) -> Any:
+        held.callback(READERS.release, lease := self._source.lease(self.number))
+        return lease.reader
 
     def __getitem__(self, key: Any) -> Any:
         lease = self._source.lease(self.number)
@@ -275,16 +296,19 @@ class VersionedReader(ShardedDatasetReader):
                  shardstart: int = 0, shardstep: int = 1, cache_keys: Any = (), *,
                  version: int | None = None, check_data: bool = True,
                  storage_options: dict[str, Any] | None = None, cache_dir: Any = None,
-                 cache_limit: int | None = None, chunk_size: int | None = None) -> None:
+                 cache_limit: int | None = None, chunk_size: int | None = None,
+                 descriptors: bool = True) -> None:
         storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
         self._open(directory, decoders, shardstart, shardstep, cache_keys, version, check_data,
-                   storage_options, None)
+                   storage_options, None, descriptors=descriptors)
 
     def _open(self, directory: Any, decoders: Mapping[str, Callable] | None, shardstart: int,
               shardstep: int, cache_keys: Any, version: int | None, check_data: bool,
-              storage_options: dict[str, Any] | None, identity: tuple | None) -> None:
+              storage_options: dict[str, Any] | None, identity: tuple | None,
+              surveyed: Manifest | None = None, *, descriptors: bool = True) -> None:
         """Opens the manifest (``identity``: the file a copy of this reader opened, see
-        ``manifest.load``) and sets the reader up."""
+        ``manifest.load``; ``surveyed``: a dataset without one, as ``grow.survey`` found
+        it) and sets the reader up."""
         if shardstart < 0 or shardstep < 1:
             raise ValueError(f"need shardstart >= 0 and shardstep >= 1, got {shardstart}, {shardstep}")
         if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
@@ -293,13 +317,16 @@ class VersionedReader(ShardedDatasetReader):
         self.directory = _remote.as_path(directory, self.storage_options)
         self.decoders, self.cache_keys, self.check_data = decoders, tuple(cache_keys), bool(check_data)
         self.shardstart, self.shardstep = shardstart, shardstep
-        loaded = manifests.load(self.directory, version, identity)
+        self._surveyed = surveyed
+        loaded = manifests.load(self.directory, version, identity) if surveyed is None else \
+            manifests.Loaded(surveyed, (), 0)
         if loaded is None:
             raise NoManifestError(f"{self.directory}: no manifest ({manifests.MANIFEST_DIR}/): "
                                   "`ffrecord index` writes one")
         self.manifest, self._identity, self._open_requests = loaded
+        self.descriptors = bool(descriptors)
         self._source = ShardSource(self.directory, self.manifest, decoders, self.cache_keys,
-                                   self.check_data, self.storage_options)
+                                   self.check_data, self.storage_options, surveyed is not None, self.descriptors)
         numbers = range(len(self.manifest.shards))[shardstart::shardstep]
         if not numbers:
             raise IncompleteDatasetError(f"{self.directory}: no shard {shardstart} among "
@@ -312,9 +339,21 @@ class VersionedReader(ShardedDatasetReader):
         self._finalizer = weakref.finalize(self, READERS.drop, self._source.owner)
 
     @property
-    def version(self) -> int:
-        """The version of the dataset this reader reads."""
-        return self.manifest.version
+    def version(self) -> int | None:
+        """The version of the dataset this reader reads (None for a dataset without a
+        manifest, read as ``open_version`` surveyed it)."""
+        return None if self._surveyed is not None else self.manifest.version
+
+    @property
+    def pin(self) -> tuple[int, tuple] | Manifest:
+        """What opens this same version again (``open_version(pin=...)``): its number and
+        its manifest's identity, or the surveyed manifest of a dataset without one."""
+        return self._surveyed if self._surveyed is not None else (self.version, self._identity)
+
+    def digest(self) -> str:
+        """What the version holds, as ``Manifest.digest`` says it (loader states compare
+        it: no file is opened for it)."""
+        return self.manifest.digest()
 
     @property
     def spec(self) -> dict[str, str]:
@@ -371,15 +410,16 @@ class VersionedReader(ShardedDatasetReader):
         m = bisect.bisect_right(ends, index) if len(ends) > 1 else 0  # scalar: no numpy call
         return self.members[m][index - (ends[m - 1] if m else 0)]
 
-    def _gathered(self, indices: Any, fetch: Callable[[Readable, np.ndarray], list]) -> list[Any]:
+    def _gathered(self, indices: Any, fetch: Callable[[Readable, np.ndarray], list],
+                  single: Callable[[Readable, int], Any] | None = None) -> list[Any]:
         """``Routed._gathered``, the shards of a remote batch opened and read at once."""
         idx = self._indices(indices)
         if not self._source.remote or not len(idx):
-            return super()._gathered(idx, fetch)
+            return super()._gathered(idx, fetch, single)
         member, local = self._route(idx)
         touched = np.unique(member).tolist()
         if len(touched) == 1:
-            return super()._gathered(idx, fetch)
+            return super()._gathered(idx, fetch, single)
         out: list[Any] = [None] * len(idx)
         group = max(1, READERS.limit // max(1, len(self.manifest.fields)))
         for at in range(0, len(touched), group):
@@ -392,6 +432,16 @@ class VersionedReader(ShardedDatasetReader):
                 for pos, value in zip(where.tolist(), got):
                     out[pos] = value
         return out
+
+    def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
+        if self._source.remote:  # its own path plans the requests of a batch's shards together
+            return None
+        if len(self.members) == 1:
+            return self.members[0]._leaves(idx, held)
+        return super()._leaves(idx, held)
+
+    def _single_leaf(self, held: ExitStack) -> Any:
+        return None if self._source.remote or len(self.members) != 1 else self.members[0]._single_leaf(held)
 
     def element_counts(self, name: str, indices: Any = None) -> np.ndarray:
         """The element count of sequence field ``name`` in each datapoint of ``indices``
@@ -425,8 +475,8 @@ class VersionedReader(ShardedDatasetReader):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _reopen_versioned, (str(self.directory), self.decoders, self.shardstart, self.shardstep,
-                                   self.cache_keys, self.check_data, self.version, self.storage_options,
-                                   self._identity)
+                                   self.cache_keys, self.check_data, self.manifest.version, self.storage_options,
+                                   self._identity, self._surveyed, self.descriptors)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({str(self.directory)!r}, version={self.version}, "
@@ -435,10 +485,49 @@ class VersionedReader(ShardedDatasetReader):
 
 def _reopen_versioned(directory: str, decoders: Any, shardstart: int, shardstep: int,
                       cache_keys: tuple, check_data: bool, version: int,
-                      storage_options: dict[str, Any] | None, identity: tuple) -> VersionedReader:
+                      storage_options: dict[str, Any] | None, identity: tuple,
+                      surveyed: Manifest | None = None, descriptors: bool = True) -> VersionedReader:
     """A copy of a reader in another process: the same version, its manifest's file checked
-    to be the one the original opened."""
+    to be the one the original opened (a surveyed dataset's files are checked against what
+    the survey found as its shards open)."""
     reader = VersionedReader.__new__(VersionedReader)
     reader._open(directory, decoders, shardstart, shardstep, cache_keys, version, check_data,
-                 storage_options, identity)
+                 storage_options, identity, surveyed,
+                 descriptors=descriptors)
+    return reader
+
+
+def open_version(directory: Any, *, version: int | None = None, pin: Any = None,
+                 decoders: Mapping[str, Callable] | None = None, cache_keys: Any = (),
+                 check_data: bool = True, storage_options: dict[str, Any] | None = None,
+                 cache_dir: Any = None, cache_limit: int | None = None,
+                 chunk_size: int | None = None, descriptors: bool = True) -> VersionedReader:
+    """The dataset at ``directory`` as a ``VersionedReader``, which holds no file until a
+    read touches a shard: version ``version`` (default: the latest) of its manifest, or
+    what a reader's ``pin`` names (the same version again, ``ObjectChangedError`` when its
+    manifest was replaced). A dataset without a manifest (and no ``version``) is surveyed:
+    its ``spec.json`` files and each field file's header are read now (as ``ffrecord
+    index`` would, writing nothing), and its files checked against that as they open."""
+    storage_options = _remote.with_cache(storage_options, cache_dir, cache_limit, chunk_size)
+    reader = VersionedReader.__new__(VersionedReader)
+    if isinstance(pin, Manifest):
+        reader._open(directory, decoders, 0, 1, cache_keys, None, check_data, storage_options, None, pin,
+                     descriptors=descriptors)
+        return reader
+    if pin is not None:
+        version, identity = pin
+        reader._open(directory, decoders, 0, 1, cache_keys, version, check_data, storage_options, identity,
+                     descriptors=descriptors)
+        return reader
+    try:
+        reader._open(directory, decoders, 0, 1, cache_keys, version, check_data, storage_options, None,
+                     descriptors=descriptors)
+    except NoManifestError:
+        if version is not None:
+            raise
+        from .grow import Root, survey
+
+        surveyed = survey(Root(directory, _remote.unpinned(storage_options)[0]))
+        reader._open(directory, decoders, 0, 1, cache_keys, None, check_data, storage_options, None, surveyed,
+                 descriptors=descriptors)
     return reader

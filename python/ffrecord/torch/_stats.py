@@ -31,7 +31,7 @@ import torch
 import torch.utils.data
 
 from ffrecord import _counters as counters
-from ffrecord import _lib, _timing
+from ffrecord import _lib, _remote, _timing
 from ffrecord._timing import Clock, now
 from ffrecord.errors import UncachedRemoteWarning
 from ffrecord.reader import FileReader
@@ -49,17 +49,34 @@ TIMING_KEYS = _timing.COUNTS + tuple(f"{name}_s" for name in _timing.TIMES)
 
 
 class _Publisher:
-    """A loader worker's side: adds what its readers counted since the last time to its row."""
+    """A loader worker's side: adds what its readers counted since the last time to its row.
+
+    Only remote readers count anything (requests, bytes, the chunk cache's hits...), and the
+    readers a dataset holds change only as it opens or closes files: the walk that finds
+    them (every member of a mixture of thousands) is made again only when the process-wide
+    table of open files opened or closed one, or the dataset is another; then a batch costs
+    one look at the remote readers' counters, not a walk and a call per file."""
 
     def __init__(self, row: torch.Tensor) -> None:
         self.row = row[:_IO]
         self.last: dict[int, tuple[weakref.ref, list[int]]] = {}
+        self._walked: tuple[Any, ...] | None = None  # (dataset id, the table's opens and closes)
+        self._remote: list[FileReader] = []
+
+    def _remote_readers(self, dataset: Any) -> list[FileReader]:
+        from ffrecord.dataset.open_files import READERS
+
+        seen = (id(dataset), READERS.opened, READERS.closed)
+        if seen != self._walked:
+            self._remote = [r for r in _dataset.readers_of(dataset) if any(map(_remote.is_url, r.fnames))]
+            self._walked = seen
+        return self._remote
 
     def publish(self) -> None:
         info = torch.utils.data.get_worker_info()
         if info is None:
             return
-        for reader in _dataset.readers_of(info.dataset):
+        for reader in self._remote_readers(info.dataset):
             if reader.closed:
                 continue
             counted = [int(reader.stats()[name]) for name in _lib.STAT_NAMES]

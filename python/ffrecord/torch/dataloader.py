@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +28,11 @@ from .dataset import Dataset, readers_of
 from ffrecord.order import FullShuffle, Order, RankShare
 
 from . import _resume, _stats
-from ._state import dataset_fingerprint, encode_generator_state, member_files
-from .sampler import EpochBatchSampler, SkipableSampler, SkippingBatchSampler, WorkerTasks
+from ffrecord.dataset.mixture import members_identity
+from ffrecord.ledger import skips
+
+from ._state import dataset_fingerprint, encode_generator_state, member_id
+from .sampler import EpochBatchSampler, SkipableSampler, SkippingBatchSampler, WorkerTasks, GeneratorOrder
 from .structured import StructuredDataset
 
 __all__ = ["DataLoader", "SkipableSampler", "mixture_start"]
@@ -47,7 +51,14 @@ class _EpochRun:
     generator_state: torch.Tensor | None  # the loader's generator as the epoch began
     before: int = 0  # batches of the epoch delivered before it, as a loaded state records
     yielded: int = 0  # batches handed to the user so far
+    skipped: int = 0  # batches passed over (DataLoader.skip) since the run began
+    restart: bool = False  # a skip asks for torch's iterator to start again further on
     finished: bool = False  # the iterator has raised StopIteration
+
+    @property
+    def step(self) -> int:
+        """The batch of the segment that comes next."""
+        return self.start + self.yielded + self.skipped
 
     @property
     def length(self) -> int:
@@ -56,7 +67,7 @@ class _EpochRun:
 
     @property
     def exhausted(self) -> bool:
-        return self.finished or self.start + self.yielded >= self.num_batches
+        return self.finished or self.step >= self.num_batches
 
 
 class _TrackedIterator:
@@ -67,12 +78,15 @@ class _TrackedIterator:
     goes on with the next one, so a loop that catches the error and carries on has spent
     it, and a state taken afterwards resumes after it."""
 
-    def __init__(self, inner: Any, run: _EpochRun, tasks: WorkerTasks, stats: _stats.LoaderStats) -> None:
+    def __init__(self, inner: Any, run: _EpochRun, tasks: WorkerTasks, stats: _stats.LoaderStats,
+                 restarted: Callable[[Any], Any]) -> None:
         self._inner = inner
         self._run = run
         self._tasks = tasks
         self._stats = stats if stats.timing else None  # the loop's wait is timed
         self._grouped: collections.deque[Any] = collections.deque()  # a task's batches still to hand out
+        self._restarted = restarted  # torch's iterator again, from the run's step (after a skip)
+        self._yielded_before = 0  # batches the run had handed out when the inner iterator began
 
     def __iter__(self) -> _TrackedIterator:
         return self
@@ -82,6 +96,8 @@ class _TrackedIterator:
         return self._next_batch() if stats is None else stats.timed_next(self._next_batch)
 
     def _next_batch(self) -> Any:
+        if self._run.restart:
+            self._restart()
         if self._grouped:
             batch = self._grouped.popleft()
         else:
@@ -101,6 +117,15 @@ class _TrackedIterator:
             batch.reraise()
         return batch
 
+    def _restart(self) -> None:
+        """Drops what torch's iterator holds of the batches skipped (those in flight are
+        not waited for unless its workers persist) and starts it again at the run's step."""
+        run = self._run
+        run.restart = False
+        self._grouped.clear()
+        self._inner = self._restarted(self._inner)
+        self._yielded_before = run.yielded
+
     def _count_failed_task(self) -> None:
         """After torch's iterator raised: the batches of the task it was receiving count as
         handed out when that task failed (torch goes on with the next), not when the task
@@ -110,7 +135,8 @@ class _TrackedIterator:
         if received is None:  # no workers: the batch drawn was read here, and failed
             self._run.yielded += 1
         else:
-            self._run.yielded = max(self._run.yielded, self._tasks.batches_in(received))
+            run = self._run
+            run.yielded = max(run.yielded, self._yielded_before + self._tasks.batches_in(received))
 
     def _next_inner(self) -> Any:
         """torch's ``__next__`` for a map-style dataset, without its profiler scope when no
@@ -128,7 +154,7 @@ class _TrackedIterator:
         return self._run.length
 
     def __repr__(self) -> str:
-        return f"<DataLoader iterator: epoch {self._run.epoch}, batch {self._run.start + self._run.yielded}>"
+        return f"<DataLoader iterator: epoch {self._run.epoch}, batch {self._run.step}>"
 
 
 _profiler_enabled = getattr(torch.autograd, "_profiler_enabled", None) or (lambda: True)
@@ -296,6 +322,7 @@ class DataLoader(torch.utils.data.DataLoader):
         self._before = 0  # batches of the pending epoch that a loaded state says were delivered
         self._pending_generator_state: torch.Tensor | None = None
         self._run: _EpochRun | None = None
+        self._skipped: list[dict[str, Any]] = []  # DataLoader.skip's, as states record them
         custom = sampler is not None or batch_sampler is not None
         if (custom or not skippable) and (seed is not None or rank is not None or world_size is not None
                                           or order is not None):
@@ -407,9 +434,25 @@ class DataLoader(torch.utils.data.DataLoader):
         else:
             self._planner.plan(epoch, start)
         self._run = _EpochRun(epoch, start, base, self._planner.num_batches, generator_state, before)
-        tracked = _TrackedIterator(super().__iter__(), self._run, self._tasks, stats)
+        tracked = _TrackedIterator(super().__iter__(), self._run, self._tasks, stats, self._restarted)
         stats.iter_returned(began)
         return tracked
+
+    def _restarted(self, inner: Any) -> Any:
+        """torch's iterator for the rest of the run's epoch from its step (after a skip):
+        ``inner``'s workers stopped, unless they persist (torch then drops what they hold)."""
+        run = self._run
+        if not (self.persistent_workers and self.num_workers > 0):
+            stop = getattr(inner, "_shutdown_workers", None) or getattr(inner, "_shutdown", None)
+            if stop is not None:
+                stop()
+        if isinstance(self._planner, EpochBatchSampler):
+            self._planner.plan(run.epoch, run.step, run.base)
+        else:
+            self._planner.plan(run.epoch, run.step)
+        if run.generator_state is not None:  # the same permutation drawn again
+            self.generator.set_state(run.generator_state)
+        return super().__iter__()
 
     def _get_iterator(self) -> Any:
         """torch's iterator for the workers asked for: threads of this process (``_threads``)
@@ -473,6 +516,90 @@ class DataLoader(torch.utils.data.DataLoader):
             raise ValueError(f"epoch must be non-negative, got {epoch}")
         self._next_epoch = epoch
 
+    def skip(self, batches: int) -> None:
+        """Passes over the next ``batches`` batches of the epoch in progress (or of the next
+        one, between epochs): they are never read nor handed out, and states record them
+        (``state_dict()["skipped"]``: epoch, step, batch count and canonical positions), so
+        that skipping the steps around a loss spike and resuming is exact, and ``ffrecord
+        audit`` tells them from samples lost. Between epochs (after ``load_state_dict``,
+        say) nothing is read; inside one, the batches the workers already hold are dropped
+        and the workers start again further on. ``ValueError`` for more batches than the
+        epoch has left.
+
+        >>> loader = DataLoader(list(range(10)), batch_size=2)
+        >>> loader.skip(2)
+        >>> [b.tolist() for b in loader]
+        [[4, 5], [6, 7], [8, 9]]
+        """
+        self._require_skippable("skip")
+        batches = operator.index(batches)
+        run = self._run
+        in_progress = run is not None and not run.finished
+        epoch, step, base = (run.epoch, run.step, run.base) if in_progress else \
+            (self._next_epoch, self._pending_start, self._pending_base)
+        left = (run.num_batches if in_progress else self._pending_batches()) - step
+        if not 0 <= batches <= left:
+            raise ValueError(f"batches must lie in [0, {left}] (what epoch {epoch} has left from batch {step}), "
+                             f"got {batches}")
+        if not batches:
+            return
+        positions = None
+        if isinstance(self._planner, EpochBatchSampler):
+            segment = self._segment(base)
+            positions = [segment.consumed(step), segment.consumed(step + batches)]
+        self._skipped.append({"epoch": epoch, "step": step, "batches": batches, "positions": positions})
+        if in_progress:
+            run.skipped += batches
+            run.restart = True
+        else:
+            self._pending_start += batches
+
+    def indices(self, epoch: int, step: int, rank: int | None = None) -> Any:
+        """The dataset indices of batch ``step`` of ``epoch``, without reading: a list for
+        rank ``rank`` (0 ≤ rank < world size), else one list per rank. Drawn by the very code
+        that draws the loader's batches; steps count as ``state_dict()["step"]`` does: from
+        the start of the epoch, or after an elastic resume from where the resumed epoch
+        continues. Skipped batches (``skip``) have indices too. For a ``Mixture``, its
+        ``locate(index)`` says which member and datapoint each is. An order drawn from a
+        ``generator`` is known for the epoch in progress (or next) only; a sampler of your
+        own has no ledger (``TypeError``).
+
+        >>> loader = DataLoader(list(range(10)), batch_size=2, shuffle=True, seed=0, world_size=2, rank=0)
+        >>> loader.indices(0, 1) == [loader.indices(0, 1, rank=r) for r in (0, 1)]
+        True
+        >>> loader.indices(0, 1, rank=0) == [b.tolist() for b in loader][1]
+        True
+        """
+        self._require_skippable("indices")
+        planner = self._planner
+        if not isinstance(planner, EpochBatchSampler):
+            raise TypeError("indices() needs the loader's own sampler: a sampler of yours draws its own batches")
+        epoch, step = operator.index(epoch), operator.index(step)
+        run = self._run
+        running = run is not None and not run.finished and epoch == run.epoch
+        base = run.base if running else self._pending_base if epoch == self._next_epoch else 0
+        order = self._generator_order(epoch, running) if planner.uses_generator else None
+        ranks = range(planner.world_size) if rank is None else [operator.index(rank)]
+        if any(not 0 <= r < planner.world_size for r in ranks):
+            raise IndexError(f"rank {rank} out of range for a world of {planner.world_size}")
+        batches = [planner.batch(epoch, step, r, base, order).tolist() for r in ranks]
+        return batches[0] if rank is not None else batches
+
+    def _generator_order(self, epoch: int, running: bool) -> GeneratorOrder:
+        """The permutation a generator's order draws for ``epoch``: the one drawn, or the one
+        the generator will draw (after the seed torch's iterator draws as it is made)."""
+        drawn = self._planner.drawn
+        if running and drawn is not None and drawn[0] == epoch:
+            return drawn[1]
+        if not running and epoch != self._next_epoch:
+            raise ValueError(f"a generator's order of epoch {epoch} is drawn when it begins: known for the "
+                             "epoch in progress or the next one only")
+        state = self._pending_generator_state if not running else None
+        generator = torch.Generator().set_state(self.generator.get_state() if state is None else state)
+        if not running and not (self.persistent_workers and self.num_workers > 0 and self._iterator is not None):
+            torch.empty((), dtype=torch.int64).random_(generator=generator)  # a new iterator's seed
+        return GeneratorOrder(torch.randperm(self._planner.n, generator=generator).numpy())
+
     def _config(self) -> dict[str, Any]:
         planner = self._planner
         if isinstance(planner, SkippingBatchSampler):
@@ -492,7 +619,7 @@ class DataLoader(torch.utils.data.DataLoader):
         self._require_skippable("state_dict")
         run = self._run
         if run is not None and not run.finished:
-            epoch, step, base, generator_state = run.epoch, run.start + run.yielded, run.base, run.generator_state
+            epoch, step, base, generator_state = run.epoch, run.step, run.base, run.generator_state
         else:
             epoch, step, base = self._next_epoch, self._pending_start, self._pending_base
             generator_state = self._pending_generator_state
@@ -513,6 +640,7 @@ class DataLoader(torch.utils.data.DataLoader):
             **self._config(),
             "order_identity": planner.order.describe() if canonical else None,
             "dataset": self._fingerprint,
+            "skipped": [dict(entry) for entry in self._skipped],
         }
         mixture = getattr(self.dataset, "source", self.dataset)
         if "mixture" in self._fingerprint and position is not None and not planner.shuffle:
@@ -583,12 +711,14 @@ class DataLoader(torch.utils.data.DataLoader):
         self._next_epoch, self._pending_start, self._pending_base = resumption.epoch, resumption.start, resumption.base
         self._run = None
         self._before = state_dict["step"]  # this rank's batches of the epoch before the state
+        self._skipped = [dict(entry) for entry in skips(state_dict)]
 
 
 def mixture_start(state: dict[str, Any], datasets: list[Any]) -> list[int]:
     """Where each of ``datasets`` continues after a loader state of a ``Mixture``: pass it as
-    ``Mixture(datasets, new_weights, start=...)`` to change the weights or the members at a
-    checkpoint (a member the state does not know starts at 0). See docs/torch-and-resume.md.
+    ``Mixture(datasets, new_weights, start=...)`` to change the weights, the schedule or the
+    members at a checkpoint (a member the state does not know starts at 0). See
+    docs/torch-and-resume.md.
 
     >>> from ffrecord.dataset import Mixture
     >>> a, b = list(range(10)), list(range(100, 110))
@@ -597,4 +727,4 @@ def mixture_start(state: dict[str, Any], datasets: list[Any]) -> list[int]:
     >>> mixture_start(loader.state_dict(), [b, a, list("new")])
     [2, 2, 0]
     """
-    return _resume.start_after(state, [{"length": len(d), "files": member_files(d)} for d in datasets])
+    return _resume.start_after(state, members_identity(datasets, member_id))

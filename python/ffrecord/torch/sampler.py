@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ffrecord.order import FullShuffle, Order, RankShare, Sequential, datapoint_seeds
+from ffrecord.order import FullShuffle, Order, RankShare, Sequential, batch_indices, datapoint_seeds
 
 from ._transport import TaskGroup
 
@@ -29,7 +29,7 @@ from ._transport import TaskGroup
 _CHUNK_SAMPLES = 8192
 
 
-class _GeneratorOrder:
+class GeneratorOrder:
     """torch's ``RandomSampler`` order: a ``randperm`` drawn from a generator, per epoch."""
 
     def __init__(self, perm: np.ndarray) -> None:
@@ -187,6 +187,7 @@ class EpochBatchSampler(_PlannedSampler):
         if order is None and not (shuffle and seed is None):
             order = FullShuffle(n, seed) if shuffle else Sequential(n)
         self.order = order  # None: drawn from the generator each epoch
+        self.drawn: tuple[int, GeneratorOrder] | None = None  # the last epoch drawn so, and its order
         # Batches yielded carry the indices of the batch this many places later (Batch.ahead),
         # for the reader to prefetch; 0 yields plain lists. The DataLoader sets it.
         self.lookahead = 0
@@ -251,8 +252,8 @@ class EpochBatchSampler(_PlannedSampler):
             last = min(first + per_chunk, share.num_batches)
             # With lookahead, the chunk's indices run on to the batch its last one names.
             upto = min(last + ahead, share.num_batches)
-            positions = share.positions(first * size, min(upto * size, share.samples_per_rank))
-            indices = order.indices(epoch, positions).tolist()
+            positions, drawn = batch_indices(order, epoch, share, first, upto)
+            indices = drawn.tolist()
             places = _progression(positions) if seed_key else None
             for offset in range(0, (last - first) * size, size):
                 batch = indices[offset : offset + size]
@@ -273,7 +274,23 @@ class EpochBatchSampler(_PlannedSampler):
     def _order(self) -> Any:
         if self.order is not None:
             return self.order
-        return _GeneratorOrder(torch.randperm(self.n, generator=self.generator).numpy())
+        drawn = GeneratorOrder(torch.randperm(self.n, generator=self.generator).numpy())
+        self.drawn = (self.epoch, drawn)  # the epoch's order, for its ledger (DataLoader.indices)
+        return drawn
+
+    def batch(self, epoch: int, step: int, rank: int, base: int = 0, order: Any = None) -> np.ndarray:
+        """The sample indices of rank ``rank``'s batch ``step`` of the segment of ``epoch``
+        from canonical position ``base``, drawn as ``__iter__`` draws them (``order``: the
+        epoch's order, by default this sampler's canonical one); nothing is read.
+
+        >>> EpochBatchSampler(5, batch_size=2, shuffle=False, world_size=2).batch(0, 1, rank=1).tolist()
+        [0]
+        """
+        share = RankShare(self.n, self.batch_size, rank, self.world_size, self.drop_last, base)
+        if not 0 <= step < share.num_batches:
+            raise IndexError(f"step {step} out of range: the epoch has {share.num_batches} batches"
+                             + (f" from position {base} on" if base else ""))
+        return batch_indices(order if order is not None else self.order, epoch, share, step, step + 1)[1]
 
     def _finish_generator_epoch(self) -> None:
         # RandomSampler draws one more permutation (for its empty remainder) when exhausted;

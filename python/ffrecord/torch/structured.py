@@ -37,7 +37,7 @@ import ffrecord.order
 from ffrecord._buffers import offsets
 from ffrecord._timing import timed_read
 from ffrecord.dataset import codecs
-from ffrecord.dataset.reader import DatasetReader, parse_mask
+from ffrecord.dataset.reader import DatasetReader, Routed, parse_mask
 from ffrecord.order import datapoint_seeds
 
 from . import _stats, _transport
@@ -215,11 +215,15 @@ def batch_seeds(indices: Any) -> list[int]:
 def _column_plan(source: Any, mask: Any) -> tuple[list[str], set[str], dict[str, np.dtype], list[str]] | None:
     """``(fields in batch order, bytes fields read as columns, int and float fields read as
     columns (with their values' dtype), the others)`` when a loader worker may read batches
-    of ``source`` column by column (a ``DatasetReader`` whose mask takes whole fields, some
+    of ``source`` column by column (a ``DatasetReader``, or a sharded dataset or mixture
+    whose members all decode with the built-in codecs, whose mask takes whole fields, some
     of them plain ``bytes`` decoded by the built-in codec); else None."""
-    if type(source) is not DatasetReader or (mask is not None and not isinstance(mask, (list, tuple, str))):
+    if mask is not None and not isinstance(mask, (list, tuple, str)):
         return None
-    if source.decoders and "bytes" in source.decoders:
+    if type(source) is not DatasetReader and not (isinstance(source, Routed) and source._readable
+                                                  and source.builtin_decoding()):
+        return None
+    if getattr(source, "decoders", None) and "bytes" in source.decoders:
         return None
     names = list(parse_mask(mask, source.fields))
     raw = {name for name in names if source.fields[name].spec == "bytes"}
@@ -227,10 +231,10 @@ def _column_plan(source: Any, mask: Any) -> tuple[list[str], set[str], dict[str,
     return (names, raw, numbers, [name for name in names if name not in raw and name not in numbers]) if raw else None
 
 
-def _fixed_width(source: DatasetReader, field: Any) -> np.dtype | None:
+def _fixed_width(source: DatasetReader | Routed, field: Any) -> np.dtype | None:
     """The dtype of a field's values when the built-in codec decodes them as one fixed-width
     number (``int``, ``float``: what default_collate makes int64 and float64 tensors of)."""
-    if field.spec not in codecs.BUILTIN or (source.decoders and field.spec in source.decoders):
+    if field.spec not in codecs.BUILTIN or (getattr(source, "decoders", None) and field.spec in source.decoders):
         return None
     width = codecs.FIXED_WIDTH.get(codecs.BUILTIN[field.spec].decode)
     return None if width is None or not np.dtype(width).isnative else np.dtype(width)

@@ -1,0 +1,145 @@
+package core
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"unsafe"
+)
+
+// jointFrom is the fewest samples read as one batch across readers: a batch checks a page's
+// residency first (a system call, see resident), where a lone sample per reader is copied
+// from its mapping at once (fetchOne), so a datapoint's few fields are read reader by reader.
+const jointFrom = 8
+
+// ReadAcross reads sample indices[k] of readers[k] for every k back to back into dst, and
+// sets sizes[k] to each one's size, as each reader's ReadBatch would read and check it: a
+// batch gathered from many readers (a mixture's members, a dataset's shards) in one call.
+// When dst is too small it returns an error wrapping io.ErrShortBuffer with every size
+// filled and nothing read.
+//
+// From jointFrom samples on, local readers that serve their samples from their mappings or
+// the engine alike (not remote, not direct, within the mapping budget) are read as one
+// batch: a sample costs what it costs in any batch, where a batch of one per reader would pay a batch's setup
+// per sample (a mixture of a thousand members: most of a batch's samples come from
+// different readers). Otherwise each run of one reader is read by its own ReadBatch.
+func ReadAcross(readers []*Reader, indices []uint64, dst []byte, sizes []uint64) error {
+	n := len(indices)
+	if len(readers) != n || len(sizes) < n {
+		return fmt.Errorf("%w: %d readers and %d sizes for %d indices", ErrInvalid, len(readers), len(sizes), n)
+	}
+	// Each reader is held once (a second read lock taken while a Close waits would wait
+	// forever): the distinct ones, found by sorting a copy (cheaper than a map for a few
+	// hundred).
+	distinct := slices.Clone(readers)
+	slices.SortFunc(distinct, func(a, b *Reader) int {
+		return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b)))
+	})
+	distinct = slices.Compact(distinct)
+	acquired := 0
+	defer func() {
+		for _, r := range distinct[:acquired] {
+			r.mu.RUnlock()
+		}
+	}()
+	joint := true
+	var driver *Reader // a reader that checks data when any does: it checks the batch
+	for _, r := range distinct {
+		if err := r.acquire(); err != nil {
+			return err
+		}
+		acquired++
+		joint = joint && !r.remote && !r.opts.Direct && !r.window.streamData
+		if driver == nil || (r.opts.CheckData && !driver.opts.CheckData) {
+			driver = r
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	if !joint || n < jointFrom {
+		return readRuns(readers, indices, dst, sizes)
+	}
+	b := getBatch(n)
+	defer putBatch(b)
+	var cur *batchItem
+	return withFaultGuard(faultAt(&cur, readers[0].files[0].path), func() error {
+		var total uint64
+		for k, index := range indices {
+			r := readers[k]
+			fk, local, err := r.locate(index)
+			if err != nil {
+				return err
+			}
+			it := &b.items[k]
+			cur = it
+			if err := r.plan(it, r.files[fk], local, r.starts[fk]); err != nil {
+				return err
+			}
+			it.checked = !r.opts.CheckData // the driver checks the others' samples
+			it.out = total
+			sizes[k] = it.size
+			if total+it.size < total {
+				return errorf(it.file.path, int64(it.local), ErrCorrupt, "sample size %d overflows the batch", it.size)
+			}
+			total += it.size
+		}
+		if total > uint64(len(dst)) {
+			return fmt.Errorf("%w: %w: the batch needs %d bytes, the buffer has %d",
+				io.ErrShortBuffer, ErrInvalid, total, len(dst))
+		}
+		return driver.readInto(b, dst[:total], &cur)
+	})
+}
+
+// readRuns reads each run of one reader with its ReadBatch, after sizing them all (a short
+// buffer then fails before anything is read, every size filled). The readers are held.
+func readRuns(readers []*Reader, indices []uint64, dst []byte, sizes []uint64) error {
+	var total uint64
+	err := forRuns(readers, func(lo, hi int) error {
+		if err := readers[lo].sizesHeld(indices[lo:hi], sizes[lo:hi]); err != nil {
+			return err
+		}
+		for _, size := range sizes[lo:hi] {
+			total += size
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if total > uint64(len(dst)) {
+		return fmt.Errorf("%w: %w: the batch needs %d bytes, the buffer has %d",
+			io.ErrShortBuffer, ErrInvalid, total, len(dst))
+	}
+	var at uint64
+	return forRuns(readers, func(lo, hi int) error {
+		r := readers[lo]
+		var cur *batchItem
+		if err := withFaultGuard(faultAt(&cur, r.files[0].path), func() error {
+			return r.readBatch(indices[lo:hi], dst[at:], sizes[lo:hi], &cur)
+		}); err != nil {
+			return err
+		}
+		for _, size := range sizes[lo:hi] {
+			at += size
+		}
+		return nil
+	})
+}
+
+// forRuns calls fn with the bounds of each run of equal readers, in order.
+func forRuns(readers []*Reader, fn func(lo, hi int) error) error {
+	for lo := 0; lo < len(readers); {
+		hi := lo + 1
+		for hi < len(readers) && readers[hi] == readers[lo] {
+			hi++
+		}
+		if err := fn(lo, hi); err != nil {
+			return err
+		}
+		lo = hi
+	}
+	return nil
+}

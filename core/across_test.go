@@ -1,0 +1,137 @@
+package core
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"testing"
+)
+
+// acrossFiles writes three files of random samples (one compressed with LZ4, one with
+// zstd) and returns their paths and samples.
+func acrossFiles(t *testing.T, rng *rand.Rand) ([]string, [][][]byte) {
+	t.Helper()
+	var paths []string
+	var samples [][][]byte
+	for k, c := range []Compression{CompressNone, CompressLZ4, CompressZstd} {
+		s := randomSamples(rng, 5+k*7, 3000)
+		path := tempPath(t, []string{"a.ffr", "b.ffr", "c.ffr"}[k])
+		writeSamples(t, path, s, WriterOptions{Compression: c})
+		paths, samples = append(paths, path), append(samples, s)
+	}
+	return paths, samples
+}
+
+// readAcross reads the pairs with ReadAcross into a buffer of exactly their size.
+func readAcross(rs []*Reader, indices []uint64) ([][]byte, error) {
+	sizes := make([]uint64, len(indices))
+	if err := ReadAcross(rs, indices, nil, sizes); len(indices) > 0 && !errors.Is(err, io.ErrShortBuffer) {
+		return nil, err
+	}
+	var total uint64
+	for _, s := range sizes {
+		total += s
+	}
+	dst := make([]byte, total)
+	if err := ReadAcross(rs, indices, dst, sizes); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(indices))
+	var at uint64
+	for k, s := range sizes {
+		out[k] = dst[at : at+s]
+		at += s
+	}
+	return out, nil
+}
+
+// TestReadAcross: random pairs of readers (checking data or not, direct or not, mapped or
+// past the budget) and indices read as each reader reads its samples alone, whatever the
+// order and the runs; a short buffer fills every size and reads nothing.
+func TestReadAcross(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 35))
+	paths, samples := acrossFiles(t, rng)
+	for _, c := range []struct {
+		name string
+		opts ReaderOptions
+		past bool // the second reader opened past the mapping budget
+	}{
+		{"checked", ReaderOptions{CheckData: true}, false},
+		{"unchecked", ReaderOptions{}, false},
+		{"direct", ReaderOptions{Direct: true, CheckData: true}, false},
+		{"past the budget", ReaderOptions{CheckData: true}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rs := []*Reader{openReader(t, c.opts, paths[0]), nil, openReader(t, ReaderOptions{CheckData: !c.opts.CheckData}, paths[2])}
+			if c.past {
+				restore := setMappedBudget(1)
+				rs[1] = openReader(t, c.opts, paths[1])
+				restore()
+			} else {
+				rs[1] = openReader(t, c.opts, paths[1])
+			}
+			for round := range 40 {
+				n := rng.IntN(70)
+				if round == 0 {
+					n = 0
+				}
+				pairs, indices := make([]*Reader, n), make([]uint64, n)
+				var want [][]byte
+				for k := range n {
+					f := rng.IntN(3)
+					if k > 0 && rng.IntN(3) == 0 { // runs of one reader too
+						f = indexOf(rs, pairs[k-1])
+					}
+					pairs[k], indices[k] = rs[f], uint64(rng.IntN(len(samples[f])))
+					want = append(want, samples[f][indices[k]])
+				}
+				got, err := readAcross(pairs, indices)
+				if err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				assertSamples(t, got, want)
+			}
+		})
+	}
+}
+
+func indexOf(rs []*Reader, r *Reader) int {
+	for k := range rs {
+		if rs[k] == r {
+			return k
+		}
+	}
+	return -1
+}
+
+// TestReadAcrossRefuses: a damaged sample is reported by the reader that checks data (and
+// read as it is by one that does not, beside it); an index out of range, a closed reader
+// and mismatched lengths are refused.
+func TestReadAcrossRefuses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 35))
+	paths, samples := acrossFiles(t, rng)
+	flipBit(t, paths[0], int64(12+12*len(samples[0])+3)) // in the first samples' bytes
+	checked := openReader(t, ReaderOptions{CheckData: true}, paths[0])
+	unchecked := openReader(t, ReaderOptions{}, paths[0])
+	other := openReader(t, ReaderOptions{}, paths[2])
+	sizes, dst := make([]uint64, 2), make([]byte, 1<<20)
+	if err := ReadAcross([]*Reader{other, checked}, []uint64{1, 0}, dst, sizes); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("a damaged sample through a checking reader: %v", err)
+	}
+	got, err := readAcross([]*Reader{other, unchecked}, []uint64{1, 0})
+	if err != nil || bytes.Equal(got[1], samples[0][0]) {
+		t.Fatalf("a damaged sample through an unchecking reader: %v, equal to the original: %v", err, err == nil)
+	}
+	if err := ReadAcross([]*Reader{other}, []uint64{uint64(len(samples[2]))}, dst, sizes); !errors.Is(err, ErrIndex) {
+		t.Fatalf("an index out of range: %v", err)
+	}
+	if err := ReadAcross([]*Reader{other, other}, []uint64{0}, dst, sizes); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("two readers for one index: %v", err)
+	}
+	closed := openReader(t, ReaderOptions{}, paths[1])
+	_ = closed.Close()
+	if err := ReadAcross([]*Reader{other, closed}, []uint64{0, 0}, dst, sizes); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a closed reader: %v", err)
+	}
+}
