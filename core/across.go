@@ -3,7 +3,6 @@ package core
 import (
 	"cmp"
 	"fmt"
-	"io"
 	"slices"
 	"unsafe"
 )
@@ -65,29 +64,20 @@ func ReadAcross(readers []*Reader, indices []uint64, dst []byte, sizes []uint64)
 	defer putBatch(b)
 	var cur *batchItem
 	return withFaultGuard(faultAt(&cur, readers[0].files[0].path), func() error {
-		var total uint64
 		for k, index := range indices {
 			r := readers[k]
 			fk, local, err := r.locate(index)
 			if err != nil {
 				return err
 			}
-			it := &b.items[k]
-			cur = it
-			if err := r.plan(it, r.files[fk], local, r.starts[fk]); err != nil {
-				return err
-			}
-			it.checked = !r.opts.CheckData // the driver checks the others' samples
-			it.out = total
-			sizes[k] = it.size
-			if total+it.size < total {
-				return errorf(it.file.path, int64(it.local), ErrCorrupt, "sample size %d overflows the batch", it.size)
-			}
-			total += it.size
+			b.items[k] = batchItem{file: r.files[fk], local: local, global: r.starts[fk] + local}
 		}
-		if total > uint64(len(dst)) {
-			return fmt.Errorf("%w: %w: the batch needs %d bytes, the buffer has %d",
-				io.ErrShortBuffer, ErrInvalid, total, len(dst))
+		total, err := driver.layOut(b, sizes, dst, &cur)
+		if err != nil {
+			return err
+		}
+		for k := range b.items {
+			b.items[k].checked = !readers[k].opts.CheckData // the driver checks the others' samples
 		}
 		return driver.readInto(b, dst[:total], &cur)
 	})
@@ -110,8 +100,7 @@ func readRuns(readers []*Reader, indices []uint64, dst []byte, sizes []uint64) e
 		return err
 	}
 	if total > uint64(len(dst)) {
-		return fmt.Errorf("%w: %w: the batch needs %d bytes, the buffer has %d",
-			io.ErrShortBuffer, ErrInvalid, total, len(dst))
+		return shortBuffer(total, len(dst))
 	}
 	var at uint64
 	return forRuns(readers, func(lo, hi int) error {

@@ -109,6 +109,17 @@ func (r *Reader) readBatch(indices []uint64, dst []byte, sizes []uint64, cur **b
 		}
 		b.items[k] = batchItem{file: r.files[fk], local: local, global: r.starts[fk] + local}
 	}
+	total, err := r.layOut(b, sizes, dst, cur)
+	if err != nil {
+		return err
+	}
+	return r.readInto(b, dst[:total], cur)
+}
+
+// layOut plans every item of b (its file and indices set) and places them back to back,
+// setting sizes: the total, or an error wrapping io.ErrShortBuffer, with every size set and
+// nothing read, when dst is too small for them.
+func (r *Reader) layOut(b *batch, sizes []uint64, dst []byte, cur **batchItem) (uint64, error) {
 	var total uint64
 	for k := range b.items {
 		it := &b.items[k]
@@ -117,20 +128,24 @@ func (r *Reader) readBatch(indices []uint64, dst []byte, sizes []uint64, cur **b
 		}
 		*cur = it
 		if err := r.plan(it, it.file, it.local, it.global-it.local); err != nil {
-			return err
+			return 0, err
 		}
 		it.out = total
 		sizes[k] = it.size
 		if total+it.size < total {
-			return errorf(it.file.path, int64(it.local), ErrCorrupt, "sample size %d overflows the batch", it.size)
+			return 0, errorf(it.file.path, int64(it.local), ErrCorrupt, "sample size %d overflows the batch", it.size)
 		}
 		total += it.size
 	}
 	if total > uint64(len(dst)) {
-		return fmt.Errorf("%w: %w: the batch needs %d bytes, the buffer has %d",
-			io.ErrShortBuffer, ErrInvalid, total, len(dst))
+		return 0, shortBuffer(total, len(dst))
 	}
-	return r.readInto(b, dst[:total], cur)
+	return total, nil
+}
+
+// shortBuffer is the error of a batch of total bytes for a buffer of have.
+func shortBuffer(total uint64, have int) error {
+	return fmt.Errorf("%w: %w: the batch needs %d bytes, the buffer has %d", io.ErrShortBuffer, ErrInvalid, total, have)
 }
 
 // fetch brings the stored bytes [off, end) of every planned item into memory and sets its
