@@ -47,6 +47,22 @@ func (t *table[T]) get(fn string, h int64) (T, error) {
 	return v, nil
 }
 
+// getEach sets out[k] to the object of open handle hs[k], for every k, under one lock (a
+// batch gathered from many readers names hundreds).
+func (t *table[T]) getEach(fn string, hs []int64, out []T) error {
+	t.mu.RLock()
+	for k, h := range hs {
+		v, ok := t.open[h]
+		if !ok {
+			t.mu.RUnlock() // missing takes the lock again: a read lock held twice could wait on a writer forever
+			return t.missing(fn, h)
+		}
+		out[k] = v
+	}
+	t.mu.RUnlock()
+	return nil
+}
+
 // remove unregisters an open handle and returns its object.
 func (t *table[T]) remove(fn string, h int64) (T, error) {
 	t.mu.Lock()

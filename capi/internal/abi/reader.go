@@ -290,14 +290,8 @@ func readPairs(fn string, hs []int64, idx []uint64, dst unsafe.Pointer, dstLen u
 		return fail(err)
 	}
 	rs := make([]*core.Reader, len(hs))
-	for k, h := range hs {
-		if k > 0 && h == hs[k-1] {
-			rs[k] = rs[k-1]
-			continue
-		}
-		if rs[k], err = readers.get(fn, h); err != nil {
-			return fail(err)
-		}
+	if err := readers.getEach(fn, hs, rs); err != nil {
+		return fail(err)
 	}
 	if err := core.ReadAcross(rs, idx, buf, out); err != nil {
 		return fail(fmt.Errorf("%s: %w", fn, err))
