@@ -178,8 +178,9 @@ def test_only_batches_that_are_only_read_are_grouped(path, tmp_path):
     assert group(DataLoader(StructuredDataset(DatasetReader(ds)), batch_size=1, num_workers=2)) == TASK_GROUP
 
 
-@pytest.mark.parametrize("source", ["mixture", "sharded", "mixture with a decoder"])
-def test_mixtures_and_shards_read_into_slots_as_columns(tmp_path, source, monkeypatch):
+@pytest.mark.parametrize("source, workers", [("mixture", "processes"), ("mixture", "threads"),
+                                             ("sharded", "processes"), ("mixture with a decoder", "processes")])
+def test_mixtures_and_shards_read_into_slots_as_columns(tmp_path, source, workers):
     """A mixture's or a sharded dataset's batches cross as columns (one read per field for
     a task, through the members' handles), equal to those of a loader without workers; a
     member with decoders of its own keeps the datapoints' way."""
@@ -210,4 +211,5 @@ def test_mixtures_and_shards_read_into_slots_as_columns(tmp_path, source, monkey
     expected = plain(DataLoader(dataset, batch_size=BATCH, shuffle=True, seed=2))
     assert sorted(label for labels, _ in expected for label in labels) == sorted(
         d["label"] for d in data.read(range(len(data))))
-    assert plain(DataLoader(dataset, batch_size=BATCH, shuffle=True, seed=2, num_workers=2, timeout=60)) == expected
+    assert plain(DataLoader(dataset, batch_size=BATCH, shuffle=True, seed=2, num_workers=2, workers=workers,
+                            timeout=60)) == expected
