@@ -23,7 +23,8 @@ func acrossFiles(t *testing.T, rng *rand.Rand) ([]string, [][][]byte) {
 	return paths, samples
 }
 
-// readAcross reads the pairs with ReadAcross into a buffer of exactly their size.
+// readAcross reads the pairs with ReadAcross into a buffer with room to spare, whose bytes
+// past the samples it checks are left untouched.
 func readAcross(rs []*Reader, indices []uint64) ([][]byte, error) {
 	sizes := make([]uint64, len(indices))
 	if err := ReadAcross(rs, indices, nil, sizes); len(indices) > 0 && !errors.Is(err, io.ErrShortBuffer) {
@@ -33,9 +34,13 @@ func readAcross(rs []*Reader, indices []uint64) ([][]byte, error) {
 	for _, s := range sizes {
 		total += s
 	}
-	dst := make([]byte, total)
+	const spare = 64
+	dst := bytes.Repeat([]byte{0xA5}, int(total)+spare)
 	if err := ReadAcross(rs, indices, dst, sizes); err != nil {
 		return nil, err
+	}
+	if !bytes.Equal(dst[total:], bytes.Repeat([]byte{0xA5}, spare)) {
+		return nil, errors.New("ReadAcross wrote past its samples")
 	}
 	out := make([][]byte, len(indices))
 	var at uint64
@@ -59,6 +64,7 @@ func TestReadAcross(t *testing.T) {
 	}{
 		{"checked", ReaderOptions{CheckData: true}, false},
 		{"unchecked", ReaderOptions{}, false},
+		{"without descriptors", ReaderOptions{CheckData: true, NoDescriptors: true}, false},
 		{"direct", ReaderOptions{Direct: true, CheckData: true}, false},
 		{"past the budget", ReaderOptions{CheckData: true}, true},
 	} {
@@ -75,6 +81,11 @@ func TestReadAcross(t *testing.T) {
 				n := rng.IntN(70)
 				if round == 0 {
 					n = 0
+				}
+				if round%10 == 5 { // cold: read from the disk (the engine, or a mapping's faults)
+					for _, path := range paths {
+						evictPath(path)
+					}
 				}
 				pairs, indices := make([]*Reader, n), make([]uint64, n)
 				var want [][]byte
