@@ -206,6 +206,15 @@ def test_the_bound_is_configurable_and_checked(monkeypatch) -> None:
         OpenReaders()
     monkeypatch.setenv("FFRECORD_MAX_OPEN_FILES", "33")
     assert OpenReaders().limit == 33
+    from ffrecord.dataset import set_max_mapped_files
+    for bad in (0, -1, 1.5, "8", True):
+        with pytest.raises(ValueError, match="positive integer"):
+            set_max_mapped_files(bad)
+    monkeypatch.setenv("FFRECORD_MAX_MAPPED_FILES", "lots")
+    with pytest.raises(ValueError, match="FFRECORD_MAX_MAPPED_FILES='lots'"):
+        OpenReaders()
+    monkeypatch.setenv("FFRECORD_MAX_MAPPED_FILES", "44")
+    assert OpenReaders().mapped_limit == 44
 
 
 def test_a_failed_open_is_not_kept(tmp_path: Path) -> None:
