@@ -42,13 +42,7 @@ func readAcross(rs []*Reader, indices []uint64) ([][]byte, error) {
 	if !bytes.Equal(dst[total:], bytes.Repeat([]byte{0xA5}, spare)) {
 		return nil, errors.New("ReadAcross wrote past its samples")
 	}
-	out := make([][]byte, len(indices))
-	var at uint64
-	for k, s := range sizes {
-		out[k] = dst[at : at+s]
-		at += s
-	}
-	return out, nil
+	return cutSamples(dst, sizes), nil
 }
 
 // TestReadAcross: random pairs of readers (checking data or not, direct or not, mapped or

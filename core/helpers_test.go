@@ -60,13 +60,18 @@ func readSamples(r *Reader, indices []uint64) ([][]byte, error) {
 	if err := r.ReadBatch(indices, dst, sizes); err != nil {
 		return nil, err
 	}
-	out := make([][]byte, len(indices))
+	return cutSamples(dst, sizes), nil
+}
+
+// cutSamples cuts the samples read back to back into buf at their sizes.
+func cutSamples(buf []byte, sizes []uint64) [][]byte {
+	out := make([][]byte, len(sizes))
 	var pos uint64
 	for k, s := range sizes {
-		out[k] = dst[pos : pos+s]
+		out[k] = buf[pos : pos+s]
 		pos += s
 	}
-	return out, nil
+	return out
 }
 
 // readAll reads every sample of r, in order.

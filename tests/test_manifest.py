@@ -18,7 +18,7 @@ import ffrecord
 from ffrecord import _remote
 from ffrecord.dataset import (CorruptDatasetError, DatasetReader, DatasetWriter, NoManifestError,
                               ShardedDatasetWriter, UnsupportedVersionError, VersionedReader,
-                              open_dataset, set_max_open_files, max_open_files, versions)
+                              open_dataset, set_max_mapped_files, set_max_open_files, max_open_files, versions)
 from ffrecord.dataset import manifest as manifests
 from ffrecord.dataset.open_files import READERS
 from ffrecord.errors import ObjectChangedError
@@ -196,25 +196,20 @@ def test_a_read_in_flight_keeps_its_files(tmp_path: Path, bound) -> None:
     reader.close()
 
 
-def test_the_bound_is_configurable_and_checked(monkeypatch) -> None:
+@pytest.mark.parametrize("setter, variable, attribute", [
+    (set_max_open_files, "FFRECORD_MAX_OPEN_FILES", "limit"),
+    (set_max_mapped_files, "FFRECORD_MAX_MAPPED_FILES", "mapped_limit"),
+])
+def test_the_bound_is_configurable_and_checked(monkeypatch, setter, variable, attribute) -> None:
     for bad in (0, -1, 1.5, "8", True):
         with pytest.raises(ValueError, match="positive integer"):
-            set_max_open_files(bad)
-    monkeypatch.setenv("FFRECORD_MAX_OPEN_FILES", "seven")
+            setter(bad)
+    monkeypatch.setenv(variable, "seven")
     from ffrecord.dataset.open_files import OpenReaders
-    with pytest.raises(ValueError, match="FFRECORD_MAX_OPEN_FILES='seven'"):
+    with pytest.raises(ValueError, match=f"{variable}='seven'"):
         OpenReaders()
-    monkeypatch.setenv("FFRECORD_MAX_OPEN_FILES", "33")
-    assert OpenReaders().limit == 33
-    from ffrecord.dataset import set_max_mapped_files
-    for bad in (0, -1, 1.5, "8", True):
-        with pytest.raises(ValueError, match="positive integer"):
-            set_max_mapped_files(bad)
-    monkeypatch.setenv("FFRECORD_MAX_MAPPED_FILES", "lots")
-    with pytest.raises(ValueError, match="FFRECORD_MAX_MAPPED_FILES='lots'"):
-        OpenReaders()
-    monkeypatch.setenv("FFRECORD_MAX_MAPPED_FILES", "44")
-    assert OpenReaders().mapped_limit == 44
+    monkeypatch.setenv(variable, "33")
+    assert getattr(OpenReaders(), attribute) == 33
 
 
 def test_a_failed_open_is_not_kept(tmp_path: Path) -> None:

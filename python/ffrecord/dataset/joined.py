@@ -44,12 +44,11 @@ def read_joined(parts: list[Part], n: int, mask: Any, worker: bool, sizes: dict[
     name and index). ``worker``: decoded as ``__getitems__`` decodes in a torch worker.
     ``sizes``: each field's bytes per sample in the last batch, kept by the caller (the
     next batch's buffer is sized from it, so that one call usually reads it)."""
-    from .reader import DatasetReader, _torch_worker_decoders, parse_mask
+    from .reader import _torch_worker_decoders, parse_mask
 
     leaves = [leaf for leaf, _, _ in parts]
     first = leaves[0]
-    if not all(type(leaf)._read is DatasetReader._read and not leaf._remote and leaf._fields == first._fields
-               for leaf in leaves):
+    if not all(_local_leaf(leaf) and leaf._fields == first._fields for leaf in leaves):
         return None
     decoders = [(_torch_worker_decoders(leaf._decoders) if worker else None) or leaf._decoders
                 for leaf in leaves]
@@ -82,6 +81,14 @@ def read_joined(parts: list[Part], n: int, mask: Any, worker: bool, sizes: dict[
     for pos, values in zip(positions, zip(*columns) if columns else [()] * len(positions)):
         out[pos] = dict(zip(names, values))
     return out
+
+
+def _local_leaf(leaf: Any) -> bool:
+    """True for a local ``DatasetReader`` that reads a batch the way this module reads its
+    fields (a subclass with a read of its own is read by it)."""
+    from .reader import DatasetReader
+
+    return type(leaf)._read is DatasetReader._read and not leaf._remote
 
 
 def _read_pairs(dll: Any, handles: np.ndarray, local: np.ndarray,
@@ -172,9 +179,7 @@ class LeafHandles:
         self.known[m] = 1
 
     def _fits(self, leaf: Any) -> bool:
-        from .reader import DatasetReader
-
-        if type(leaf)._read is not DatasetReader._read or leaf._remote or leaf._held:
+        if not _local_leaf(leaf) or leaf._held:
             return False
         reference = self.reference
         if reference is None:
