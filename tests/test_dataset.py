@@ -449,9 +449,9 @@ def test_mixture_is_deterministic_resumable_and_exact(tmp_path: Path) -> None:
 
 def test_module_examples() -> None:
     from ffrecord import dataset
-    from ffrecord.dataset import codecs as c, datapoint, mixture, reader, sequence as q, spec, writer
+    from ffrecord.dataset import codecs as c, datapoint, manifest, mixture, reader, sequence as q, spec, writer
 
-    for module in (dataset, c, datapoint, mixture, reader, q, spec, writer):
+    for module in (dataset, c, datapoint, manifest, mixture, reader, q, spec, writer):
         assert doctest.testmod(module).failed == 0, module.__name__
 
 

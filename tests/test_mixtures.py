@@ -7,6 +7,7 @@ Property cases are seeded loops: a failure names its seed (rerun alone with
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import pickle
@@ -36,6 +37,7 @@ def write_member(path: Path, source: int, n: int, sharded: bool = False) -> Path
 
 
 def open_fds() -> int:
+    gc.collect()  # a loader of an earlier test collected in between would close its pipes
     return len(os.listdir("/proc/self/fd"))
 
 

@@ -48,9 +48,9 @@ def padding(remaining: int, world_size: int) -> int:
 
 def test_module_examples_run():
     from ffrecord import _permutation
-    from ffrecord.torch import _state, dataloader, sampler, structured
+    from ffrecord.torch import _resume, _state, dataloader, sampler, structured
 
-    for module in (ffrecord.order, _permutation, sampler, _state, dataloader, structured, mixture):
+    for module in (ffrecord.order, _permutation, sampler, _state, _resume, dataloader, structured, mixture):
         assert doctest.testmod(module).failed == 0, module.__name__
 
 

@@ -97,6 +97,22 @@ class Order:
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "n": self.n}
 
+    def first(self, n: int) -> Order:
+        """The same order over the first ``n`` samples only: the order an earlier version
+        of a dataset that grew since had (a loader state taken on it finishes its epoch so).
+        ``TypeError`` for an order that cannot say.
+
+        >>> FullShuffle(10, seed=1).first(4).describe()
+        {'kind': 'shuffle', 'n': 4, 'seed': 1}
+        """
+        n = _count(n, "n")
+        if n > self.n:
+            raise ValueError(f"the order covers {self.n} samples, not {n}")
+        return self._first(n)
+
+    def _first(self, n: int) -> Order:
+        raise TypeError(f"{type(self).__name__} cannot say its order over an earlier version of the dataset")
+
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.describe().items() if k != "kind")
         return f"{type(self).__name__}({params})"
@@ -117,6 +133,9 @@ class Sequential(Order):
     def indices(self, epoch: int, positions: np.ndarray) -> np.ndarray:
         return np.asarray(positions, np.int64)
 
+    def _first(self, n: int) -> Sequential:
+        return Sequential(n)
+
 
 class FullShuffle(Order):
     """A uniform-looking permutation per epoch, keyed by ``(seed, epoch)``, O(1) per position.
@@ -134,6 +153,9 @@ class FullShuffle(Order):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "seed": self.seed}
+
+    def _first(self, n: int) -> FullShuffle:
+        return FullShuffle(n, self.seed)
 
     def indices(self, epoch: int, positions: np.ndarray) -> np.ndarray:
         if self._cached is None or self._cached[0] != epoch:
@@ -210,6 +232,15 @@ class ChunkShuffle(Order):
         return {**super().describe(), "seed": self.seed, "window": self.window,
                 "partitions": self.partitions, "chunks": self.chunks,
                 "bounds_crc32": zlib.crc32(self.bounds.tobytes())}
+
+    def _first(self, n: int) -> ChunkShuffle:
+        """The chunks of the first ``n`` samples (the last one cut at ``n``), shuffled alike.
+
+        >>> ChunkShuffle(np.array([0, 4, 8, 12]), seed=0, window=2).first(6).bounds.tolist()
+        [0, 4, 6]
+        """
+        kept = self.bounds[self.bounds < n]
+        return ChunkShuffle(np.append(kept, n), self.seed, self.window, self.partitions)
 
     def tables(self, epoch: int) -> _ChunkTables:
         """The per-chunk tables of ``epoch`` (kept for the last epoch asked)."""

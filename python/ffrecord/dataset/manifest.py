@@ -175,6 +175,31 @@ class Manifest:
                 digest.update(columns[column].astype(dtype).tobytes())
         return digest.hexdigest()[:16]
 
+    def grown_from(self, older: Manifest) -> str | None:
+        """Why this version did not grow from ``older`` (None when it did): growing keeps
+        every shard, its datapoint count and its file of each field as they were, and only
+        appends shards or adds fields (``ffrecord.dataset.grow``). The first datapoints of a
+        version grown so are those of ``older``, unchanged.
+
+        >>> v1 = Manifest.build(1, {}, {}, [ShardEntry("a", 3, {})])
+        >>> v2 = v1.successor([ShardEntry("a", 3, {}), ShardEntry("b", 2, {})])
+        >>> v2.grown_from(v1) is None, v1.grown_from(v2)
+        (True, 'version 2 has 2 shard(s), version 1 has 1')
+        """
+        count = len(older.shards)
+        if count > len(self.shards):
+            return f"version {older.version} has {count} shard(s), version {self.version} has {len(self.shards)}"
+        if list(self.shards[:count]) != list(older.shards) or not np.array_equal(self.lengths[:count], older.lengths):
+            return f"the shards of version {older.version} are not the first ones of version {self.version}"
+        for name, kept in older.fields.items():
+            if self.fields.get(name) != kept:
+                return f"field {name!r} of version {older.version} is not in version {self.version} as it was"
+            files, before = self.files[name], older.files[name]
+            for column in ("names", "sizes", "stored", "checksums"):
+                if list(files[column][:count]) != list(before[column]):
+                    return f"field {name!r}: a file of version {older.version} was replaced in version {self.version}"
+        return None
+
     def path(self, shard: int, name: str) -> str:
         """The path of shard ``shard``'s file of field ``name``, relative to the dataset."""
         file = self.files[name]["names"][shard]

@@ -355,6 +355,29 @@ class VersionedReader(ShardedDatasetReader):
         it: no file is opened for it)."""
         return self.manifest.digest()
 
+    def earlier_length(self, version: int, digest: str) -> int:
+        """How many of this reader's first datapoints are version ``version`` of its dataset,
+        which must hold ``digest`` (``Manifest.digest``) and be a version this one grew from
+        (shards appended, fields added: see ``Manifest.grown_from``); its datapoints are
+        then this reader's first ones, unchanged. A loader state taken on that version
+        finishes its epoch over them (``ffrecord.torch.DataLoader.load_state_dict``).
+        ``ValueError`` saying why for any other version, one vacuumed included."""
+        if version == self.version and digest == self.digest():
+            return len(self)
+        if self._surveyed is not None or self.version is None or not 1 <= version < self.version:
+            raise ValueError(f"{self.directory}: version {version} is not one that version {self.version} grew from")
+        try:
+            older = manifests.load(self.directory, version).manifest
+        except FileNotFoundError:
+            raise ValueError(f"{self.directory}: version {version} is gone (vacuumed)") from None
+        if older.digest() != digest:
+            raise ValueError(f"{self.directory}: version {version} holds other data ({older.digest()}, not {digest})")
+        why = self.manifest.grown_from(older)
+        if why is not None:
+            raise ValueError(f"{self.directory}: {why}")
+        numbers = range(len(older.shards))[self.shardstart::self.shardstep]
+        return int(older.lengths[numbers.start:numbers.stop:numbers.step].sum())
+
     @property
     def spec(self) -> dict[str, str]:
         return self.manifest.spec

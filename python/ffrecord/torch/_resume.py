@@ -12,6 +12,10 @@ dataset's fingerprint) and the saving loader's topology. Loading it:
   continues from where the state left it (the new mixture's ``start``), from index 0 of
   the new mixture.
 
+A state taken on an earlier version of a dataset read from its manifest, which grew since
+(shards appended, fields added), finishes the epoch it interrupted over that version's
+datapoints, the grown dataset's first ones (``earlier_version``): the loader pins the epoch.
+
 Anything inconsistent or damaged is a ``StateError``, a state of another dataset, seed or
 order a ``ForeignStateError`` (both ``ValueError``).
 """
@@ -30,7 +34,7 @@ from ffrecord.ledger import STATE_FORMAT, count as _count, saved_share as _saved
 
 from ._state import decode_generator_state
 
-__all__ = ["STATE_FORMAT", "Resumption", "interpret", "start_after"]
+__all__ = ["STATE_FORMAT", "Resumption", "earlier_version", "interpret", "start_after"]
 
 _TOPOLOGY = ("batch_size", "drop_last", "world_size")
 _NOT_CANONICAL = ("generator", "custom")  # orders we cannot compute per position
@@ -87,6 +91,25 @@ def interpret(state: Any, mine: dict[str, Any], n: int) -> Resumption:
     if mine["order"] == "generator":
         _same_topology(state, mine)
     return Resumption(epoch, 0, position, seed, None, elastic=True)
+
+
+def earlier_version(theirs: Any, ours: dict[str, Any]) -> dict[str, Any] | None:
+    """The version identity (``_state.versioned_identity``) in a state's dataset fingerprint
+    ``theirs`` when it names an earlier version of the dataset this loader's fingerprint
+    ``ours`` names (same name and share of shards, a lower version number); else None.
+
+    >>> v = lambda k: {"length": 4 * k, "dataset": {"name": "d", "version": k, "digest": "%016x" % k}}
+    >>> earlier_version(v(1), v(3))["version"], earlier_version(v(3), v(1))
+    (1, None)
+    """
+    if not (isinstance(theirs, dict) and isinstance(theirs.get("dataset"), dict) and "dataset" in ours):
+        return None
+    saved, mine = theirs["dataset"], ours["dataset"]
+    version = saved.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or not isinstance(saved.get("digest"), str):
+        return None
+    same = all(saved.get(key) == mine.get(key) for key in ("name", "shards"))
+    return saved if same and isinstance(mine.get("version"), int) and 1 <= version < mine["version"] else None
 
 
 def _same_topology(state: dict[str, Any], mine: dict[str, Any]) -> None:

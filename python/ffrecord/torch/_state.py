@@ -42,8 +42,7 @@ def dataset_fingerprint(dataset: Any) -> dict[str, Any]:
     from ffrecord.dataset.versioned import VersionedReader
 
     fingerprint: dict[str, Any] = {"length": len(dataset)}
-    source = next((c for c in (dataset, getattr(dataset, "source", None))
-                   if isinstance(c, (Mixture, VersionedReader))), None)
+    source = identified_source(dataset)
     if isinstance(source, Mixture):
         fingerprint["mixture"] = source.identity(member_id)
     elif isinstance(source, VersionedReader):
@@ -51,6 +50,16 @@ def dataset_fingerprint(dataset: Any) -> dict[str, Any]:
     else:
         fingerprint["files"] = [_file_identity(path) for path in _reader_files(dataset, set())]
     return fingerprint
+
+
+def identified_source(dataset: Any) -> Any:
+    """The ``Mixture`` or ``VersionedReader`` that ``dataset`` is or reads (its ``source``),
+    which states identify as a whole; else None."""
+    from ffrecord.dataset.mixture import Mixture
+    from ffrecord.dataset.versioned import VersionedReader
+
+    return next((c for c in (dataset, getattr(dataset, "source", None))
+                 if isinstance(c, (Mixture, VersionedReader))), None)
 
 
 def versioned_identity(reader: Any) -> dict[str, Any]:

@@ -29,15 +29,31 @@ from ffrecord.order import FullShuffle, Order, RankShare
 
 from . import _resume, _stats
 from ffrecord.dataset.mixture import members_identity
+from ffrecord.errors import ForeignStateError, StateError
 from ffrecord.ledger import skips
 
-from ._state import dataset_fingerprint, encode_generator_state, member_id
+from ._state import dataset_fingerprint, encode_generator_state, identified_source, member_id
 from .sampler import EpochBatchSampler, SkipableSampler, SkippingBatchSampler, WorkerTasks, GeneratorOrder
 from .structured import StructuredDataset
 
 __all__ = ["DataLoader", "SkipableSampler", "mixture_start"]
 
 STATE_FORMAT = _resume.STATE_FORMAT
+
+
+@dataclass(frozen=True)
+class _Pin:
+    """An epoch that runs over an earlier version of the dataset, which grew since: its
+    first ``samples`` datapoints, identified as the loader state taken on that version
+    recorded them (``fingerprint``, which the epoch's states record again)."""
+
+    samples: int
+    fingerprint: dict[str, Any]
+
+
+def _samples(pin: _Pin | None) -> int | None:
+    """The samples a pinned epoch runs over; None: the whole dataset."""
+    return None if pin is None else pin.samples
 
 
 @dataclass
@@ -54,6 +70,7 @@ class _EpochRun:
     skipped: int = 0  # batches passed over (DataLoader.skip) since the run began
     restart: bool = False  # a skip asks for torch's iterator to start again further on
     finished: bool = False  # the iterator has raised StopIteration
+    pin: _Pin | None = None  # the epoch runs over an earlier version of the dataset
 
     @property
     def step(self) -> int:
@@ -319,6 +336,7 @@ class DataLoader(torch.utils.data.DataLoader):
         self._next_epoch = 0
         self._pending_start = 0
         self._pending_base = 0
+        self._pending_pin: _Pin | None = None  # the next epoch's, after a state of an earlier version
         self._before = 0  # batches of the pending epoch that a loaded state says were delivered
         self._pending_generator_state: torch.Tensor | None = None
         self._run: _EpochRun | None = None
@@ -409,6 +427,7 @@ class DataLoader(torch.utils.data.DataLoader):
         epoch, start, base = self._next_epoch, self._pending_start, self._pending_base
         stats.epoch_began(epoch, readers_of(self.dataset))
         self._next_epoch, self._pending_start, self._pending_base = epoch + 1, 0, 0
+        pin, self._pending_pin = self._pending_pin, None
         before, self._before = self._before, 0
         generator_state = None
         if self._uses_generator():
@@ -417,7 +436,7 @@ class DataLoader(torch.utils.data.DataLoader):
                 self._pending_generator_state = None
             generator_state = self.generator.get_state()
         if isinstance(self._planner, EpochBatchSampler):
-            self._planner.plan(epoch, start, base)
+            self._planner.plan(epoch, start, base, _samples(pin))
             self._tasks.group, self._tasks.single = self._task_group(), self.num_workers
             if isinstance(self.dataset, (Dataset, StructuredDataset)):
                 # A worker's tasks come every num_workers tasks and it holds prefetch_factor
@@ -433,7 +452,7 @@ class DataLoader(torch.utils.data.DataLoader):
                 self._planner.seed_of_datapoints = self.seed or 0
         else:
             self._planner.plan(epoch, start)
-        self._run = _EpochRun(epoch, start, base, self._planner.num_batches, generator_state, before)
+        self._run = _EpochRun(epoch, start, base, self._planner.num_batches, generator_state, before, pin=pin)
         tracked = _TrackedIterator(super().__iter__(), self._run, self._tasks, stats, self._restarted)
         stats.iter_returned(began)
         return tracked
@@ -447,7 +466,7 @@ class DataLoader(torch.utils.data.DataLoader):
             if stop is not None:
                 stop()
         if isinstance(self._planner, EpochBatchSampler):
-            self._planner.plan(run.epoch, run.step, run.base)
+            self._planner.plan(run.epoch, run.step, run.base, _samples(run.pin))
         else:
             self._planner.plan(run.epoch, run.step)
         if run.generator_state is not None:  # the same permutation drawn again
@@ -535,8 +554,8 @@ class DataLoader(torch.utils.data.DataLoader):
         batches = operator.index(batches)
         run = self._run
         in_progress = run is not None and not run.finished
-        epoch, step, base = (run.epoch, run.step, run.base) if in_progress else \
-            (self._next_epoch, self._pending_start, self._pending_base)
+        epoch, step, base, pin = (run.epoch, run.step, run.base, run.pin) if in_progress else \
+            (self._next_epoch, self._pending_start, self._pending_base, self._pending_pin)
         left = (run.num_batches if in_progress else self._pending_batches()) - step
         if not 0 <= batches <= left:
             raise ValueError(f"batches must lie in [0, {left}] (what epoch {epoch} has left from batch {step}), "
@@ -545,7 +564,7 @@ class DataLoader(torch.utils.data.DataLoader):
             return
         positions = None
         if isinstance(self._planner, EpochBatchSampler):
-            segment = self._segment(base)
+            segment = self._segment(base, _samples(pin))
             positions = [segment.consumed(step), segment.consumed(step + batches)]
         self._skipped.append({"epoch": epoch, "step": step, "batches": batches, "positions": positions})
         if in_progress:
@@ -578,16 +597,18 @@ class DataLoader(torch.utils.data.DataLoader):
         run = self._run
         running = run is not None and not run.finished and epoch == run.epoch
         base = run.base if running else self._pending_base if epoch == self._next_epoch else 0
-        order = self._generator_order(epoch, running) if planner.uses_generator else None
+        samples = _samples(run.pin if running else self._pending_pin if epoch == self._next_epoch else None)
+        order = self._generator_order(epoch, running, samples) if planner.uses_generator else None
         ranks = range(planner.world_size) if rank is None else [operator.index(rank)]
         if any(not 0 <= r < planner.world_size for r in ranks):
             raise IndexError(f"rank {rank} out of range for a world of {planner.world_size}")
-        batches = [planner.batch(epoch, step, r, base, order).tolist() for r in ranks]
+        batches = [planner.batch(epoch, step, r, base, order, samples).tolist() for r in ranks]
         return batches[0] if rank is not None else batches
 
-    def _generator_order(self, epoch: int, running: bool) -> GeneratorOrder:
-        """The permutation a generator's order draws for ``epoch``: the one drawn, or the one
-        the generator will draw (after the seed torch's iterator draws as it is made)."""
+    def _generator_order(self, epoch: int, running: bool, samples: int | None) -> GeneratorOrder:
+        """The permutation a generator's order draws for ``epoch`` (of ``samples`` samples,
+        default all): the one drawn, or the one the generator will draw (after the seed
+        torch's iterator draws as it is made)."""
         drawn = self._planner.drawn
         if running and drawn is not None and drawn[0] == epoch:
             return drawn[1]
@@ -598,7 +619,8 @@ class DataLoader(torch.utils.data.DataLoader):
         generator = torch.Generator().set_state(self.generator.get_state() if state is None else state)
         if not running and not (self.persistent_workers and self.num_workers > 0 and self._iterator is not None):
             torch.empty((), dtype=torch.int64).random_(generator=generator)  # a new iterator's seed
-        return GeneratorOrder(torch.randperm(self._planner.n, generator=generator).numpy())
+        n = self._planner.n if samples is None else samples
+        return GeneratorOrder(torch.randperm(n, generator=generator).numpy())
 
     def _config(self) -> dict[str, Any]:
         planner = self._planner
@@ -619,15 +641,16 @@ class DataLoader(torch.utils.data.DataLoader):
         self._require_skippable("state_dict")
         run = self._run
         if run is not None and not run.finished:
-            epoch, step, base, generator_state = run.epoch, run.step, run.base, run.generator_state
+            epoch, step, base, generator_state, pin = run.epoch, run.step, run.base, run.generator_state, run.pin
         else:
-            epoch, step, base = self._next_epoch, self._pending_start, self._pending_base
+            epoch, step, base, pin = self._next_epoch, self._pending_start, self._pending_base, self._pending_pin
             generator_state = self._pending_generator_state
             if generator_state is None and self._uses_generator():
                 generator_state = self.generator.get_state()
         planner = self._planner
         canonical = isinstance(planner, EpochBatchSampler) and not planner.uses_generator
-        position = self._segment(base).consumed(step) if isinstance(planner, EpochBatchSampler) else None
+        position = self._segment(base, _samples(pin)).consumed(step) if isinstance(planner, EpochBatchSampler) \
+            else None
         state = {
             "format": STATE_FORMAT,
             "epoch": epoch,
@@ -638,8 +661,9 @@ class DataLoader(torch.utils.data.DataLoader):
             "generator_state": None if generator_state is None else encode_generator_state(generator_state),
             "rank": getattr(planner, "rank", 0),
             **self._config(),
-            "order_identity": planner.order.describe() if canonical else None,
-            "dataset": self._fingerprint,
+            "order_identity": planner.order_over(planner.n if pin is None else pin.samples).describe()
+            if canonical else None,
+            "dataset": self._fingerprint if pin is None else pin.fingerprint,
             "skipped": [dict(entry) for entry in self._skipped],
         }
         mixture = getattr(self.dataset, "source", self.dataset)
@@ -676,15 +700,18 @@ class DataLoader(torch.utils.data.DataLoader):
         readers = readers_of(self.dataset)
         return self._stats.total(readers) if epoch is None else self._stats.epoch(operator.index(epoch), readers)
 
-    def _segment(self, base: int) -> RankShare:
-        """Rank 0's share of the epoch's segment from canonical position ``base``."""
+    def _segment(self, base: int, samples: int | None = None) -> RankShare:
+        """Rank 0's share of the epoch's segment from canonical position ``base`` (over the
+        first ``samples`` samples; default all)."""
         planner = self._planner
-        return RankShare(planner.n, planner.batch_size, 0, planner.world_size, planner.drop_last, base)
+        n = planner.n if samples is None else samples
+        return RankShare(n, planner.batch_size, 0, planner.world_size, planner.drop_last, base)
 
     def _pending_batches(self, base: int | None = None) -> int:
         """Batches of the segment the next ``iter(loader)`` produces (or of one from ``base``)."""
         if isinstance(self._planner, EpochBatchSampler):
-            return self._segment(self._pending_base if base is None else base).num_batches
+            base = self._pending_base if base is None else base
+            return self._segment(base, _samples(self._pending_pin)).num_batches
         return self._planner.num_batches
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -695,23 +722,59 @@ class DataLoader(torch.utils.data.DataLoader):
         size or per-rank batch size (an order given by ``seed=``/``order=`` or sequential),
         the epoch continues from the canonical position the state records, shared among
         this loader's ranks: over the epoch every sample is delivered once. Any rank's state
-        will do (ranks move in step). Raises ValueError when the dataset, the seed or the
-        order differs, or the state is damaged.
+        will do (ranks move in step).
+
+        A state taken on an earlier version of a dataset read from its manifest
+        (``open_dataset``), which grew since (shards appended, fields added), finishes the
+        epoch it interrupted over that version's datapoints exactly as the saving loader
+        would have (in its order over them: the grown dataset's first datapoints, read
+        with its fields); the next epoch runs over the whole grown dataset.
+
+        Raises ValueError when the dataset, the seed or the order differs, or the state is
+        damaged.
         """
         self._require_skippable("load_state_dict")
-        mine = {**self._config(), "seed": self.seed, "seed_given": self._seed_given, "dataset": self._fingerprint,
-                "num_batches": self._pending_batches(base=0),
-                "order_identity": getattr(getattr(self._planner, "order", None), "describe", dict)()}
-        resumption = _resume.interpret(state_dict, mine, len(self.dataset))
+        pin = self._pin_for(state_dict)
         planner = self._planner
+        canonical = getattr(planner, "order", None)
+        mine = {**self._config(), "seed": self.seed, "seed_given": self._seed_given,
+                "dataset": self._fingerprint if pin is None else pin.fingerprint,
+                "num_batches": self._segment(0, pin.samples).num_batches if pin else self._pending_batches(base=0),
+                "order_identity": {} if canonical is None else planner.order_over(len(self.dataset) if pin is None
+                                                                                  else pin.samples).describe()}
+        resumption = _resume.interpret(state_dict, mine, len(self.dataset) if pin is None else pin.samples)
         if resumption.seed is not None and resumption.seed != self.seed:  # a seed drawn here gives way
             planner.order = FullShuffle(planner.n, resumption.seed)
         if resumption.generator_state is not None:
             self._pending_generator_state = resumption.generator_state
         self._next_epoch, self._pending_start, self._pending_base = resumption.epoch, resumption.start, resumption.base
+        self._pending_pin = pin
         self._run = None
         self._before = state_dict["step"]  # this rank's batches of the epoch before the state
         self._skipped = [dict(entry) for entry in skips(state_dict)]
+
+    def _pin_for(self, state: Any) -> _Pin | None:
+        """The epoch a state of an earlier version of this loader's dataset (which grew
+        since) interrupted: over that version's datapoints, this dataset's first ones
+        (``VersionedReader.earlier_length`` checks that it grew from that version). None
+        for a state of this very version or of another dataset."""
+        theirs = state.get("dataset") if isinstance(state, dict) else None
+        identity = _resume.earlier_version(theirs, self._fingerprint)
+        if identity is None:
+            return None
+        if not isinstance(self._planner, EpochBatchSampler):
+            raise ForeignStateError(f"the state was taken on version {identity['version']} of the dataset: the "
+                                    "loader's own sampler finishes its epoch on the grown dataset, not yours")
+        try:
+            samples = identified_source(self.dataset).earlier_length(identity["version"], identity["digest"])
+            self._planner.order_over(samples)  # an order of the user's may not say its order over fewer
+        except (ValueError, TypeError) as exc:
+            raise ForeignStateError(f"the state was taken on version {identity['version']} of the dataset, "
+                                    f"which this loader cannot finish its epoch on: {exc}") from None
+        if samples != theirs.get("length"):
+            raise StateError(f"damaged state: version {identity['version']} holds {samples} datapoints "
+                             f"here, the state says {theirs.get('length')!r:.40}")
+        return _Pin(samples, theirs)
 
 
 def mixture_start(state: dict[str, Any], datasets: list[Any]) -> list[int]:

@@ -158,6 +158,13 @@ class EpochBatchSampler(_PlannedSampler):
     [[1, 3], [0]]
     >>> s = EpochBatchSampler(5, batch_size=2, shuffle=False); s.plan(epoch=0, start=0, base=3); list(s)
     [[3, 4]]
+
+    An epoch may run over the dataset's first ``n`` samples only (``plan(..., n=)``): the
+    epoch a loader state of an earlier, shorter version of a grown dataset interrupted, in
+    its order over them (``Order.first``).
+
+    >>> s.plan(epoch=0, start=0, n=3); list(s), len(s)
+    ([[0, 1], [2]], 2)
     """
 
     def __init__(
@@ -195,6 +202,7 @@ class EpochBatchSampler(_PlannedSampler):
         # sets it for ffrecord datasets, and to the seed datapoint seeds derive from.
         self.seed_of_datapoints: int | None = None
         self.share = RankShare(n, batch_size, rank, world_size, drop_last)
+        self._shorter: tuple[Order, Order] | None = None  # an order, and its last shorter epoch's
 
     @property
     def shuffle(self) -> bool:
@@ -212,13 +220,28 @@ class EpochBatchSampler(_PlannedSampler):
     def world_size(self) -> int:
         return self.share.world_size
 
-    def plan(self, epoch: int, start: int, base: int = 0) -> None:
+    def plan(self, epoch: int, start: int, base: int = 0, n: int | None = None) -> None:
         """The next iteration yields batch ``start`` on of the segment of epoch ``epoch``
-        that begins at canonical position ``base``."""
+        that begins at canonical position ``base``, over the first ``n`` samples (default:
+        all)."""
         super().plan(epoch, start)
-        share = self.share
-        if base != share.base:
-            self.share = RankShare(self.n, self.batch_size, share.rank, share.world_size, self.drop_last, base)
+        share, n = self.share, self.n if n is None else n
+        if (base, n) != (share.base, share.n):
+            self.share = RankShare(n, self.batch_size, share.rank, share.world_size, self.drop_last, base)
+
+    @property
+    def epoch_samples(self) -> int:
+        """The samples the planned epoch runs over: the dataset's, or its first ``n``."""
+        return self.share.n
+
+    def order_over(self, n: int) -> Order | None:
+        """The canonical order of an epoch over the first ``n`` samples (None: drawn from
+        the generator)."""
+        if self.order is None or n == self.n:
+            return self.order
+        if self._shorter is None or self._shorter[0] is not self.order or self._shorter[1].n != n:
+            self._shorter = (self.order, self.order.first(n))
+        return self._shorter[1]
 
     def consumed(self, epoch_step: int) -> int:
         """Canonical positions of the epoch consumed once every rank had ``epoch_step`` batches."""
@@ -273,31 +296,34 @@ class EpochBatchSampler(_PlannedSampler):
 
     def _order(self) -> Any:
         if self.order is not None:
-            return self.order
-        drawn = GeneratorOrder(torch.randperm(self.n, generator=self.generator).numpy())
+            return self.order_over(self.epoch_samples)
+        drawn = GeneratorOrder(torch.randperm(self.epoch_samples, generator=self.generator).numpy())
         self.drawn = (self.epoch, drawn)  # the epoch's order, for its ledger (DataLoader.indices)
         return drawn
 
-    def batch(self, epoch: int, step: int, rank: int, base: int = 0, order: Any = None) -> np.ndarray:
+    def batch(self, epoch: int, step: int, rank: int, base: int = 0, order: Any = None,
+              n: int | None = None) -> np.ndarray:
         """The sample indices of rank ``rank``'s batch ``step`` of the segment of ``epoch``
-        from canonical position ``base``, drawn as ``__iter__`` draws them (``order``: the
-        epoch's order, by default this sampler's canonical one); nothing is read.
+        from canonical position ``base`` over the first ``n`` samples (default: all), drawn
+        as ``__iter__`` draws them (``order``: the epoch's order, by default this sampler's
+        canonical one); nothing is read.
 
         >>> EpochBatchSampler(5, batch_size=2, shuffle=False, world_size=2).batch(0, 1, rank=1).tolist()
         [0]
         """
-        share = RankShare(self.n, self.batch_size, rank, self.world_size, self.drop_last, base)
+        n = self.n if n is None else n
+        share = RankShare(n, self.batch_size, rank, self.world_size, self.drop_last, base)
         if not 0 <= step < share.num_batches:
             raise IndexError(f"step {step} out of range: the epoch has {share.num_batches} batches"
                              + (f" from position {base} on" if base else ""))
-        return batch_indices(order if order is not None else self.order, epoch, share, step, step + 1)[1]
+        return batch_indices(order if order is not None else self.order_over(n), epoch, share, step, step + 1)[1]
 
     def _finish_generator_epoch(self) -> None:
         # RandomSampler draws one more permutation (for its empty remainder) when exhausted;
         # drawing it at the same moment keeps the generator in step with the stock DataLoader
         # (which matters when the training loop draws from the same generator).
         if self.uses_generator:
-            torch.randperm(self.n, generator=self.generator)
+            torch.randperm(self.epoch_samples, generator=self.generator)
 
 
 class WorkerTasks:
