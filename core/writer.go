@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -172,11 +173,63 @@ func (w *Writer) WriteBatch(data []byte, sizes []uint64) error {
 	if err := w.accepts(uint64(len(sizes))); err != nil {
 		return err
 	}
+	if w.comp == nil {
+		return w.appendRun(data, sizes)
+	}
 	samples := make([][]byte, len(sizes))
 	for k, size := range sizes {
 		samples[k], data = data[:size:size], data[size:]
 	}
 	return w.appendSamples(samples)
+}
+
+// appendRun appends uncompressed samples stored back to back in data, sizes[k] bytes each:
+// stored as they are, they are one run of the data area, written as one piece (straight
+// from data when large, see appendData) while their CRCs are computed on other cores. A
+// batch of many small samples (a column of short strings) then costs its copy and its
+// CRCs, not a call per sample; w.mu is held.
+func (w *Writer) appendRun(data []byte, sizes []uint64) error {
+	first := len(w.crcs)
+	w.crcs = slices.Grow(w.crcs, len(sizes))[:first+len(sizes)]
+	w.offsets = slices.Grow(w.offsets, len(sizes))
+	for _, size := range sizes {
+		w.offsets = append(w.offsets, w.pos)
+		w.pos += size
+	}
+	w.pos -= uint64(len(data)) // appendData advances it again
+	run := runSums{data: data, starts: w.offsets[first:], base: w.pos, sums: w.crcs[first:]}
+	parts := min(runtime.GOMAXPROCS(0), len(sizes))
+	if len(sizes) < parallelChecks && len(data) < parallelBytes {
+		parts = 1
+	}
+	var wg sync.WaitGroup
+	for j := 1; j < parts; j++ {
+		wg.Go(func() { run.compute(j*len(sizes)/parts, (j+1)*len(sizes)/parts) })
+	}
+	w.count += uint64(len(sizes))
+	w.err = w.appendData(data)
+	run.compute(0, len(sizes)/parts)
+	wg.Wait()
+	return w.err
+}
+
+// runSums computes the CRC-32s of a run of samples stored back to back: sample k begins
+// at starts[k] - base in data and ends where the next begins (the last, at its end).
+type runSums struct {
+	data   []byte
+	starts []uint64
+	base   uint64
+	sums   []uint32
+}
+
+func (r runSums) compute(from, to int) {
+	for k := from; k < to; k++ {
+		end := uint64(len(r.data))
+		if k+1 < len(r.starts) {
+			end = r.starts[k+1] - r.base
+		}
+		r.sums[k] = checksumIEEE(r.data[r.starts[k]-r.base : end])
+	}
 }
 
 // WriteVectors appends samples as consecutive samples, each from its own memory, as

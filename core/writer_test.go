@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -273,6 +274,94 @@ func TestWriteVectorsMixedSizes(t *testing.T) {
 			if !bytes.Equal(got[k], samples[k]) {
 				t.Fatalf("%v: sample %d (%d bytes) differs", comp, k, len(samples[k]))
 			}
+		}
+	}
+}
+
+// TestWriteHeaderAcrossBuffers compares the header written a buffer at a time with one
+// encoded entry by entry, for tables that end just before, at and after a buffer's end.
+func TestWriteHeaderAcrossBuffers(t *testing.T) {
+	perBuffer := (writeBuffer - 8) / 4
+	for _, n := range []int{0, 1, perBuffer - 1, perBuffer, perBuffer + 1, writeBuffer / offsetSize, 3 * perBuffer / 2} {
+		crcs, rel := make([]uint32, n), make([]uint64, n)
+		for k := range crcs {
+			crcs[k], rel[k] = uint32(k)*2654435761, uint64(k)*37
+		}
+		path := filepath.Join(t.TempDir(), "header")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeHeader(f, crcs, rel, nil); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dataAt, _ := headerSize(uint64(n))
+		want := le.AppendUint64(nil, uint64(n))
+		for _, c := range crcs {
+			want = le.AppendUint32(want, c)
+		}
+		for _, off := range rel {
+			want = le.AppendUint64(want, dataAt+off)
+		}
+		want = append(le.AppendUint32(nil, crc32.ChecksumIEEE(want)), want...)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("n=%d: the header differs from one encoded entry by entry", n)
+		}
+	}
+}
+
+// TestWriteBatchOfManySmallSamples writes batches large enough that their CRCs are
+// computed on several goroutines while the data is written (sizes 0 to 40 bytes, after a
+// sample already buffered, one batch over directWriteMin), and reads every sample back
+// against its checksum.
+func TestWriteBatchOfManySmallSamples(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var samples [][]byte
+	for range 3 * parallelChecks {
+		s := make([]byte, rng.IntN(41))
+		fillRandom(rng, s)
+		samples = append(samples, s)
+	}
+	for range directWriteMin / 1000 {
+		samples = append(samples, bytes.Repeat([]byte{byte(rng.IntN(256))}, 1000+rng.IntN(100)))
+	}
+	path := filepath.Join(t.TempDir(), "many.ffr")
+	w, err := Create(path, uint64(len(samples)), WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteOne(samples[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range [][][]byte{samples[1 : 3*parallelChecks], samples[3*parallelChecks:]} {
+		sizes := make([]uint64, len(part))
+		for k, s := range part {
+			sizes[k] = uint64(len(s))
+		}
+		if err := w.WriteBatch(bytes.Join(part, nil), sizes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := openReader(t, ReaderOptions{CheckData: true}, path)
+	indices := make([]uint64, len(samples))
+	for k := range indices {
+		indices[k] = uint64(k)
+	}
+	got, err := readSamples(r, indices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range samples {
+		if !bytes.Equal(got[k], samples[k]) {
+			t.Fatalf("sample %d (%d bytes) differs", k, len(samples[k]))
 		}
 	}
 }
