@@ -26,7 +26,7 @@ def test_tiny_run_prints_every_figure(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("ffrecord-bench-")] == []
     rows = dict(re.findall(r"^(\S+/\S+) +([\d,]+) +[\d,]+", out, re.MULTILINE))
     for variant in ("fixed", "variable"):
-        for task in ("write", "scan", "column", "to_arrow", "random_batches", "single", "scan-arrow", "random_dicts"):
+        for task in ("write", "scan", "column", "to_arrow", "random_batches", "single", "scan-lists", "random_dicts"):
             figure = float(rows[f"{task}/{variant}"].replace(",", ""))
             assert math.isfinite(figure) and figure > 0, (task, variant, out)
     for key in ("records_batches/records", "records_single/records"):
