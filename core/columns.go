@@ -186,7 +186,9 @@ func (r *Reader) readPartial(c Column, from, to uint64, dst []byte) error {
 }
 
 // readWholeBlocks reads blocks [from, to) back to back into dst, which is exactly their
-// size by the layout, once each block's size is checked against it.
+// size by the layout, once each block's size is checked against it: as one span (ReadSpan:
+// a local file's blocks by one system call, no page of its mapping touched, which in a
+// fresh process costs a fault per page).
 func (r *Reader) readWholeBlocks(c Column, from, to uint64, dst []byte) error {
 	indices := make([]uint64, to-from)
 	for k := range indices {
@@ -201,7 +203,7 @@ func (r *Reader) readWholeBlocks(c Column, from, to uint64, dst []byte) error {
 			return err
 		}
 	}
-	return r.ReadBatch(indices, dst, sizes)
+	return r.ReadSpan(from, to-from, dst, make([]uint64, to-from+1))
 }
 
 // checkBlock compares the size of block b with the layout's.

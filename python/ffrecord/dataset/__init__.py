@@ -36,6 +36,7 @@ from .reader import DatasetReader, Readable, ShardedDatasetReader
 from .spec import SPEC_FILE
 from .versioned import NoManifestError, VersionedReader
 from .writer import DatasetWriter, ShardedDatasetWriter
+from . import views  # noqa: F401,E402 - with the package: a reader's first reader[...] would pay its import
 
 __all__ = [
     "BUILTIN_CODECS", "CodecError", "CorruptDatasetError", "DatapointError", "DatasetChangedError",

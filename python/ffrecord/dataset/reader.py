@@ -477,8 +477,9 @@ class DatasetReader(Readable):
         ``ffrecord.dataset.scans``): a column field's values by one native call (a run of
         indices read straight into the array), an ``int``/``float`` field's by one batch
         read, the others as lists."""
+        idx: np.ndarray | None = None  # made only for a field that reads by index (a whole column does not)
         if isinstance(indices, range) and indices.step == 1 and 0 <= indices.start <= indices.stop <= self._length:
-            run, idx = (indices.start, indices.stop), np.arange(indices.start, indices.stop)
+            run = (indices.start, indices.stop)
         else:
             idx = self._indices(indices)
             run = scans.run_of(idx)
@@ -486,8 +487,13 @@ class DatasetReader(Readable):
         out: dict[str, Any] = {}
         for name, chosen in selection.items():
             field = self._fields[name]
+            if field.block is not None and run is not None:
+                out[name] = self.column_range(name, *run)
+                continue
+            if idx is None:
+                idx = np.arange(*run)
             if field.block is not None:
-                out[name] = self.column_values(name, idx) if run is None else self.column_range(name, *run)
+                out[name] = self.column_values(name, idx)
                 continue
             dtype = None if field.sequence else scans.number_dtype(self._decoders[name])
             if dtype is not None:
