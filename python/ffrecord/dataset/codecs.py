@@ -143,6 +143,33 @@ def array_data_offsets(dtype: Any, counts: np.ndarray) -> np.ndarray:
 _POWERS_OF_TEN = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
+def array_headers(dtype: Any, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``array_header`` of 1-D arrays of ``dtype`` with ``counts`` elements, all at once:
+    each header's size (``array_data_offsets``) and a uint8 matrix whose row ``k`` begins
+    with header ``k`` (its size's first bytes; the rest is padding).
+
+    >>> sizes, rows = array_headers(np.dtype(np.uint16), np.array([7, 12345]))
+    >>> [bytes(rows[k, :sizes[k]]) for k in range(2)] == [array_header(np.dtype(np.uint16), (c,)) for c in (7, 12345)]
+    True
+    """
+    counts = np.asarray(counts, np.int64)
+    sizes = array_data_offsets(dtype, counts)
+    prefix = f"{np.dtype(dtype).str} ".encode("ascii")
+    rows = np.full((len(counts), int(sizes.max()) if len(counts) else 0), ord(" "), np.uint8)
+    if not len(counts):
+        return sizes, rows
+    rows[:, :_ARRAY_HEADER.size] = (sizes - _ARRAY_HEADER.size).astype("<u4").view(np.uint8).reshape(-1, 4)
+    at = _ARRAY_HEADER.size
+    rows[:, at:at + len(prefix)] = np.frombuffer(prefix, np.uint8)
+    at += len(prefix)
+    digits = 1 + np.searchsorted(_POWERS_OF_TEN, counts, side="right")
+    for j in range(int(digits.max())):  # the j-th digit of every count that has one
+        has = digits > j
+        place = 10 ** (digits[has] - 1 - j)
+        rows[has, at + j] = ord("0") + (counts[has] // place) % 10
+    return sizes, rows
+
+
 def _encode_npz(value: Any) -> bytes:
     if not isinstance(value, Mapping):
         raise TypeError(f"an 'npz' value must be a dict of arrays, not {type(value).__name__}")

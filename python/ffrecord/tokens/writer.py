@@ -107,14 +107,19 @@ def _encoded_documents(flat: np.ndarray, counts: np.ndarray, dtype: np.dtype, vo
             as_tokens(flat[start:start + counts[doc]], dtype, vocab_size, first + doc)  # raises
         narrow[at:at + len(chunk)] = chunk
     raw = narrow.view(np.uint8)
-    ends = np.cumsum(counts * dtype.itemsize).tolist()
-    parts = []
-    for count, end in zip(counts.tolist(), ends):
-        parts += (codecs.array_header(dtype, (count,)), raw[end - count * dtype.itemsize:end])
-    sizes = np.fromiter(map(len, parts), np.int64, len(parts)).reshape(-1, 2).sum(axis=1)
+    heads, rows = codecs.array_headers(dtype, counts)
+    lengths = counts * dtype.itemsize
     offsets = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    return bulk.Encoded(None, np.frombuffer(b"".join(parts), np.uint8), offsets)
+    np.cumsum(heads + lengths, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), np.uint8)
+    # Each document's header, then its ids: a copy of each into place (a join of a list
+    # of both would copy the ids twice and make an object per document).
+    at = 0
+    for k, (start, head, length) in enumerate(zip(offsets.tolist(), heads.tolist(), lengths.tolist())):
+        out[start:start + head] = rows[k, :head]
+        out[start + head:start + head + length] = raw[at:at + length]
+        at += length
+    return bulk.Encoded(None, out, offsets)
 
 
 class TokenWriter(ClosesOrAborts):
