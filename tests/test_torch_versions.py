@@ -192,3 +192,25 @@ def test_a_rewritten_dataset_is_not_a_grown_one(grown: Path) -> None:
         assert v3.version == 3
         with pytest.raises(ForeignStateError, match="are not the first ones of version 3"):
             loader_of(v3, {"shuffle": False}).load_state_dict(state)
+
+
+def test_a_later_state_loaded_over_a_pinned_one_unpins(grown: Path) -> None:
+    options = {"shuffle": True, "seed": 3}
+    with open_dataset(grown) as v1:
+        saving = loader_of(v1, options)
+        next(iter(saving))
+        of_version_1 = through_json(saving.state_dict())
+    grow_to_version_3(grown)
+    with open_dataset(grown) as v3:
+        epoch = [labels(b) for b in loader_of(v3, options)]
+        later = loader_of(v3, options)
+        iterator = iter(later)
+        for _ in range(2):
+            next(iterator)
+        of_version_3 = through_json(later.state_dict())
+        resumed = loader_of(v3, options)
+        resumed.load_state_dict(of_version_1)
+        assert len(resumed) == -(-V1 // 4)
+        resumed.load_state_dict(of_version_3)  # the pin goes with the state that set it
+        assert len(resumed) == len(epoch)
+        assert [labels(b) for b in resumed] == epoch[2:]

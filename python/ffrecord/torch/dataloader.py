@@ -51,11 +51,6 @@ class _Pin:
     fingerprint: dict[str, Any]
 
 
-def _samples(pin: _Pin | None) -> int | None:
-    """The samples a pinned epoch runs over; None: the whole dataset."""
-    return None if pin is None else pin.samples
-
-
 @dataclass
 class _EpochRun:
     """Progress of the epoch an iterator is producing."""
@@ -436,7 +431,7 @@ class DataLoader(torch.utils.data.DataLoader):
                 self._pending_generator_state = None
             generator_state = self.generator.get_state()
         if isinstance(self._planner, EpochBatchSampler):
-            self._planner.plan(epoch, start, base, _samples(pin))
+            self._planner.plan(epoch, start, base, self._samples(pin))
             self._tasks.group, self._tasks.single = self._task_group(), self.num_workers
             if isinstance(self.dataset, (Dataset, StructuredDataset)):
                 # A worker's tasks come every num_workers tasks and it holds prefetch_factor
@@ -466,7 +461,7 @@ class DataLoader(torch.utils.data.DataLoader):
             if stop is not None:
                 stop()
         if isinstance(self._planner, EpochBatchSampler):
-            self._planner.plan(run.epoch, run.step, run.base, _samples(run.pin))
+            self._planner.plan(run.epoch, run.step, run.base, self._samples(run.pin))
         else:
             self._planner.plan(run.epoch, run.step)
         if run.generator_state is not None:  # the same permutation drawn again
@@ -564,7 +559,7 @@ class DataLoader(torch.utils.data.DataLoader):
             return
         positions = None
         if isinstance(self._planner, EpochBatchSampler):
-            segment = self._segment(base, _samples(pin))
+            segment = self._segment(base, self._samples(pin))
             positions = [segment.consumed(step), segment.consumed(step + batches)]
         self._skipped.append({"epoch": epoch, "step": step, "batches": batches, "positions": positions})
         if in_progress:
@@ -597,7 +592,7 @@ class DataLoader(torch.utils.data.DataLoader):
         run = self._run
         running = run is not None and not run.finished and epoch == run.epoch
         base = run.base if running else self._pending_base if epoch == self._next_epoch else 0
-        samples = _samples(run.pin if running else self._pending_pin if epoch == self._next_epoch else None)
+        samples = self._samples(run.pin if running else self._pending_pin if epoch == self._next_epoch else None)
         order = self._generator_order(epoch, running, samples) if planner.uses_generator else None
         ranks = range(planner.world_size) if rank is None else [operator.index(rank)]
         if any(not 0 <= r < planner.world_size for r in ranks):
@@ -605,10 +600,10 @@ class DataLoader(torch.utils.data.DataLoader):
         batches = [planner.batch(epoch, step, r, base, order, samples).tolist() for r in ranks]
         return batches[0] if rank is not None else batches
 
-    def _generator_order(self, epoch: int, running: bool, samples: int | None) -> GeneratorOrder:
-        """The permutation a generator's order draws for ``epoch`` (of ``samples`` samples,
-        default all): the one drawn, or the one the generator will draw (after the seed
-        torch's iterator draws as it is made)."""
+    def _generator_order(self, epoch: int, running: bool, samples: int) -> GeneratorOrder:
+        """The permutation of ``samples`` samples a generator's order draws for ``epoch``: the
+        one drawn, or the one the generator will draw (after the seed torch's iterator draws
+        as it is made)."""
         drawn = self._planner.drawn
         if running and drawn is not None and drawn[0] == epoch:
             return drawn[1]
@@ -619,8 +614,7 @@ class DataLoader(torch.utils.data.DataLoader):
         generator = torch.Generator().set_state(self.generator.get_state() if state is None else state)
         if not running and not (self.persistent_workers and self.num_workers > 0 and self._iterator is not None):
             torch.empty((), dtype=torch.int64).random_(generator=generator)  # a new iterator's seed
-        n = self._planner.n if samples is None else samples
-        return GeneratorOrder(torch.randperm(n, generator=generator).numpy())
+        return GeneratorOrder(torch.randperm(samples, generator=generator).numpy())
 
     def _config(self) -> dict[str, Any]:
         planner = self._planner
@@ -649,7 +643,7 @@ class DataLoader(torch.utils.data.DataLoader):
                 generator_state = self.generator.get_state()
         planner = self._planner
         canonical = isinstance(planner, EpochBatchSampler) and not planner.uses_generator
-        position = self._segment(base, _samples(pin)).consumed(step) if isinstance(planner, EpochBatchSampler) \
+        position = self._segment(base, self._samples(pin)).consumed(step) if isinstance(planner, EpochBatchSampler) \
             else None
         state = {
             "format": STATE_FORMAT,
@@ -661,8 +655,7 @@ class DataLoader(torch.utils.data.DataLoader):
             "generator_state": None if generator_state is None else encode_generator_state(generator_state),
             "rank": getattr(planner, "rank", 0),
             **self._config(),
-            "order_identity": planner.order_over(planner.n if pin is None else pin.samples).describe()
-            if canonical else None,
+            "order_identity": planner.order_over(self._samples(pin)).describe() if canonical else None,
             "dataset": self._fingerprint if pin is None else pin.fingerprint,
             "skipped": [dict(entry) for entry in self._skipped],
         }
@@ -700,18 +693,23 @@ class DataLoader(torch.utils.data.DataLoader):
         readers = readers_of(self.dataset)
         return self._stats.total(readers) if epoch is None else self._stats.epoch(operator.index(epoch), readers)
 
-    def _segment(self, base: int, samples: int | None = None) -> RankShare:
-        """Rank 0's share of the epoch's segment from canonical position ``base`` (over the
-        first ``samples`` samples; default all)."""
+    def _segment(self, base: int, samples: int) -> RankShare:
+        """Rank 0's share of the segment from canonical position ``base`` of an epoch over
+        ``samples`` samples."""
         planner = self._planner
-        n = planner.n if samples is None else samples
-        return RankShare(n, planner.batch_size, 0, planner.world_size, planner.drop_last, base)
+        return RankShare(samples, planner.batch_size, 0, planner.world_size, planner.drop_last, base)
+
+    def _samples(self, pin: _Pin | None) -> int:
+        """The samples an epoch runs over: a pinned epoch's, else the dataset's."""
+        if pin is not None:
+            return pin.samples
+        return self._planner.n if isinstance(self._planner, EpochBatchSampler) else len(self.dataset)
 
     def _pending_batches(self, base: int | None = None) -> int:
         """Batches of the segment the next ``iter(loader)`` produces (or of one from ``base``)."""
         if isinstance(self._planner, EpochBatchSampler):
             base = self._pending_base if base is None else base
-            return self._segment(base, _samples(self._pending_pin)).num_batches
+            return self._segment(base, self._samples(self._pending_pin)).num_batches
         return self._planner.num_batches
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -739,10 +737,10 @@ class DataLoader(torch.utils.data.DataLoader):
         canonical = getattr(planner, "order", None)
         mine = {**self._config(), "seed": self.seed, "seed_given": self._seed_given,
                 "dataset": self._fingerprint if pin is None else pin.fingerprint,
-                "num_batches": self._segment(0, pin.samples).num_batches if pin else self._pending_batches(base=0),
-                "order_identity": {} if canonical is None else planner.order_over(len(self.dataset) if pin is None
-                                                                                  else pin.samples).describe()}
-        resumption = _resume.interpret(state_dict, mine, len(self.dataset) if pin is None else pin.samples)
+                "num_batches": self._segment(0, self._samples(pin)).num_batches
+                if isinstance(planner, EpochBatchSampler) else planner.num_batches,
+                "order_identity": {} if canonical is None else planner.order_over(self._samples(pin)).describe()}
+        resumption = _resume.interpret(state_dict, mine, self._samples(pin))
         if resumption.seed is not None and resumption.seed != self.seed:  # a seed drawn here gives way
             planner.order = FullShuffle(planner.n, resumption.seed)
         if resumption.generator_state is not None:
