@@ -350,18 +350,5 @@ func TestWriteBatchOfManySmallSamples(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r := openReader(t, ReaderOptions{CheckData: true}, path)
-	indices := make([]uint64, len(samples))
-	for k := range indices {
-		indices[k] = uint64(k)
-	}
-	got, err := readSamples(r, indices)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k := range samples {
-		if !bytes.Equal(got[k], samples[k]) {
-			t.Fatalf("sample %d (%d bytes) differs", k, len(samples[k]))
-		}
-	}
+	assertSamples(t, readAll(t, openReader(t, ReaderOptions{CheckData: true}, path)), samples)
 }
