@@ -123,7 +123,9 @@ def _binary(pa: Any, source: Any, field: Any, idx: range) -> Any:
     buf, starts, ends = source._whole(source.fields[field.name], idx)
     if int(ends[-1]) - int(starts[0]) >= 1 << 31 or not (starts[1:] == ends[:-1]).all():
         return None  # a held field's buffer (every datapoint), or over Arrow's 32-bit offsets
-    offsets = (np.append(starts, ends[-1]) - starts[0]).astype(np.int32)
+    offsets = np.empty(len(idx) + 1, np.int32)
+    np.subtract(starts, starts[0], out=offsets[:-1], casting="unsafe")  # under 2**31: checked above
+    offsets[-1] = int(ends[-1]) - int(starts[0])
     data = pa.py_buffer(buf[int(starts[0]):int(ends[-1])])
     array = pa.Array.from_buffers(pa.string() if text else pa.binary(), len(idx), [None, pa.py_buffer(offsets), data])
     if text:

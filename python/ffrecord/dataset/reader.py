@@ -608,17 +608,16 @@ class DatasetReader(Readable):
         buffer and each sample's start and end in it. A run of consecutive datapoints is
         read as a span (one system call for the run, no work per sample but its check), any
         other batch as a batch."""
+        run = (idx.start, idx.stop) if isinstance(idx, range) else scans.run_of(idx)
+        if field.name not in self._held and run is not None and run[1] - run[0] >= _SPAN_SAMPLES:
+            buf, offsets = self._readers[field.name].read_span(*run)
+            return buf, offsets[:-1], offsets[1:]
         if isinstance(idx, range):
-            run, idx = (idx.start, idx.stop), np.arange(idx.start, idx.stop)
-        else:
-            run = scans.run_of(idx)
+            idx = np.arange(idx.start, idx.stop)
         if field.name in self._held:
             buf, offsets = self._cached(field.name)
             return buf, offsets[idx], offsets[idx + 1]
-        if run is not None and run[1] - run[0] >= _SPAN_SAMPLES:
-            buf, offsets = self._readers[field.name].read_span(*run)
-        else:
-            buf, offsets = self._readers[field.name].read_batch(idx.view(np.uint64))
+        buf, offsets = self._readers[field.name].read_batch(idx.view(np.uint64))
         return buf, offsets[:-1], offsets[1:]
 
     def _field_batch(self, name: str, idx: np.ndarray, out: Any) -> tuple[np.ndarray, np.ndarray, int]:
