@@ -58,12 +58,10 @@ func ReadAcross(readers []*Reader, indices []uint64, dst []byte, sizes []uint64)
 	var cur *batchItem
 	return withFaultGuard(faultAt(&cur, readers[0].files[0].path), func() error {
 		for k, index := range indices {
-			r := readers[k]
-			fk, local, err := r.locate(index)
-			if err != nil {
+			var err error
+			if b.items[k], err = readers[k].itemAt(index); err != nil {
 				return err
 			}
-			b.items[k] = batchItem{file: r.files[fk], local: local, global: r.starts[fk] + local}
 		}
 		total, err := driver.layOut(b, sizes, dst, &cur)
 		if err != nil {

@@ -103,17 +103,26 @@ func (r *Reader) readBatch(indices []uint64, dst []byte, sizes []uint64, cur **b
 	b := getBatch(len(indices))
 	defer putBatch(b)
 	for k, index := range indices {
-		fk, local, err := r.locate(index)
-		if err != nil {
+		var err error
+		if b.items[k], err = r.itemAt(index); err != nil {
 			return err
 		}
-		b.items[k] = batchItem{file: r.files[fk], local: local, global: r.starts[fk] + local}
 	}
 	total, err := r.layOut(b, sizes, dst, cur)
 	if err != nil {
 		return err
 	}
 	return r.readInto(b, dst[:total], cur)
+}
+
+// itemAt is the batch item of sample index of the dataset: its file and indices (layOut
+// plans the rest).
+func (r *Reader) itemAt(index uint64) (batchItem, error) {
+	fk, local, err := r.locate(index)
+	if err != nil {
+		return batchItem{}, err
+	}
+	return batchItem{file: r.files[fk], local: local, global: r.starts[fk] + local}, nil
 }
 
 // layOut plans every item of b (its file and indices set) and places them back to back,

@@ -67,11 +67,10 @@ def read_joined(parts: list[Part], n: int, mask: Any, worker: bool, sizes: dict[
             local = np.concatenate([part for _, _, part in parts])
             lives = [leaf._readers[name]._live() for leaf in leaves]
             handles = np.repeat(np.array([handle for _, handle in lives], np.int64), counts)
-            read = _read_pairs(lives[0][0], handles, local, sizes.get(name, 0))
+            read = _read_pairs(lives[0][0], handles, local, sizes, name)
             if read is None:  # closed meanwhile: read leaf by leaf
                 return None
             buf, starts, ends = read
-            sizes[name] = -(-len(buf) // max(1, len(local)))
             columns.append(first._decode_values(field, buf, starts, ends, local, decode))
     except CodecError:
         return None
@@ -91,12 +90,12 @@ def _local_leaf(leaf: Any) -> bool:
     return type(leaf)._read is DatasetReader._read and not leaf._remote
 
 
-def _read_pairs(dll: Any, handles: np.ndarray, local: np.ndarray,
-                per_sample: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _read_pairs(dll: Any, handles: np.ndarray, local: np.ndarray, sizes: dict[str, int],
+                name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Sample ``local[k]`` of reader ``handles[k]`` for every k in one call (see
     ``_read_sized``): the samples back to back and each one's start and end among them;
     None when a reader was closed meanwhile."""
-    read = _read_sized(dll, handles, local, per_sample)
+    read = _read_sized(dll, handles, local, sizes, name)
     if read is None:
         return None
     buf, sizes = read
@@ -104,16 +103,17 @@ def _read_pairs(dll: Any, handles: np.ndarray, local: np.ndarray,
     return buf, ends - sizes.astype(np.int64), ends
 
 
-def _read_sized(dll: Any, handles: np.ndarray, local: np.ndarray,
-                per_sample: int) -> tuple[np.ndarray, np.ndarray] | None:
+def _read_sized(dll: Any, handles: np.ndarray, local: np.ndarray, per_sample: dict[str, int],
+                name: str) -> tuple[np.ndarray, np.ndarray] | None:
     """Sample ``local[k]`` of reader ``handles[k]`` for every k, back to back into a new
-    buffer, in one call (two when ``per_sample`` bytes each, and a quarter more, are too
-    few: the first then sizes them): the buffer, cut to the samples, and their sizes; None
-    when a reader was closed meanwhile."""
+    buffer, in one call (two when the bytes per sample of field ``name``'s last such read,
+    which ``per_sample`` keeps, and a quarter more, are too few: the first then sizes
+    them): the buffer, cut to the samples, and their sizes; None when a reader was closed
+    meanwhile."""
     handles = np.ascontiguousarray(handles, np.int64)
     idx = np.ascontiguousarray(local, np.uint64)
     sizes = np.empty(len(idx), np.uint64)
-    buf = np.empty(per_sample * len(idx) * 5 // 4, np.uint8)
+    buf = np.empty(per_sample.get(name, 0) * len(idx) * 5 // 4, np.uint8)
     for _ in range(2):  # a short buffer fills every size: the second call has room
         status = dll.ffr_readers_read_batch(handles.ctypes.data, idx.ctypes.data, len(idx),
                                             buf.ctypes.data, buf.nbytes, sizes.ctypes.data)
@@ -124,7 +124,9 @@ def _read_sized(dll: Any, handles: np.ndarray, local: np.ndarray,
         return None
     if status:
         _lib.raise_status(status)
-    return buf[:int(sizes.sum())], sizes
+    total = int(sizes.sum())
+    per_sample[name] = -(-total // max(1, len(idx)))
+    return buf[:total], sizes
 
 
 class LeafHandles:
@@ -220,12 +222,11 @@ def field_batch_by_handles(routed: Any, name: str, idx: np.ndarray, allocate: Ca
     if found is None or name not in found[2]:
         return None
     table, _, handles, local = found
-    read = _read_sized(table._lib.dll, handles[name], local, sizes.get(name, 0))
+    read = _read_sized(table._lib.dll, handles[name], local, sizes, name)
     if read is None:
         table.forget()
         return None
     buf, each = read
-    sizes[name] = -(-len(buf) // max(1, len(local)))
     if allocate is not None:
         into = allocate(len(buf))[:len(buf)]
         into[:] = buf
@@ -256,12 +257,11 @@ def read_by_handles(routed: Any, idx: np.ndarray, mask: Any, worker: bool,
     try:
         for name, chosen in selection.items():
             field = reference._fields[name]
-            read = _read_pairs(dll, handles[name], local, sizes.get(name, 0))
+            read = _read_pairs(dll, handles[name], local, sizes, name)
             if read is None:
                 table.forget()
                 return None
             buf, starts, ends = read
-            sizes[name] = -(-len(buf) // max(1, len(local)))
             columns.append(reference._sequences_from_samples(field, chosen, buf, starts, ends, local)
                            if field.sequence else reference._decode_values(field, buf, starts, ends, local, decoders[name]))
     except (CodecError, CorruptDatasetError):

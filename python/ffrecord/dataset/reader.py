@@ -1016,8 +1016,7 @@ class Routed(Readable):
         it lies in one member or its leaves cannot be read so."""
         if len(idx) < 2 or not self._readable:
             return None
-        # each field's bytes per sample in the last such batch: the next one's buffer size
-        sizes = self.__dict__.setdefault("_joined_sizes", {})
+        sizes = self._joined_sizes
         by_handles = read_by_handles(self, idx, mask, worker, sizes)
         if by_handles is not None:
             return by_handles
@@ -1026,6 +1025,12 @@ class Routed(Readable):
             if parts is None or len(parts) < 2:
                 return None
             return read_joined(parts, len(idx), mask, worker, sizes)
+
+    @property
+    def _joined_sizes(self) -> dict[str, int]:
+        """Each field's bytes per sample in the last batch read from the leaves at once: the
+        next one's buffer size (see ``ffrecord.dataset.joined``)."""
+        return self.__dict__.setdefault("_joined_sizes_memo", {})
 
     @property
     def fields(self) -> dict[str, Field]:
@@ -1040,7 +1045,7 @@ class Routed(Readable):
         ``int`` and ``float`` as their 8 little-endian bytes)."""
         allocate = None if out is None else allocator(out) if callable(out) else \
             (lambda nbytes: output_view(out, nbytes))
-        got = field_batch_by_handles(self, name, idx, allocate, self.__dict__.setdefault("_joined_sizes", {}))
+        got = field_batch_by_handles(self, name, idx, allocate, self._joined_sizes)
         if got is not None:
             return got
         values = [d[name] for d in self.read(idx, [name])]

@@ -219,8 +219,7 @@ class LazyShard(Readable):
             return reader.__getitems__(indices)
 
     def _leaves(self, idx: np.ndarray, held: ExitStack) -> list[Part] | None:
-        held.callback(READERS.release, lease := self._source.lease(self.number))
-        return lease.reader._leaves(idx, held)
+        return self._single_leaf(held)._leaves(idx, held)
 
     def _single_leaf(self, held: ExitStack) -> Any:
         held.callback(READERS.release, lease := self._source.lease(self.number))
@@ -515,8 +514,7 @@ def _reopen_versioned(directory: str, decoders: Any, shardstart: int, shardstep:
     the survey found as its shards open)."""
     reader = VersionedReader.__new__(VersionedReader)
     reader._open(directory, decoders, shardstart, shardstep, cache_keys, version, check_data,
-                 storage_options, identity, surveyed,
-                 descriptors=descriptors)
+                 storage_options, identity, surveyed, descriptors=descriptors)
     return reader
 
 
@@ -552,5 +550,5 @@ def open_version(directory: Any, *, version: int | None = None, pin: Any = None,
 
         surveyed = survey(Root(directory, _remote.unpinned(storage_options)[0]))
         reader._open(directory, decoders, 0, 1, cache_keys, None, check_data, storage_options, None, surveyed,
-                 descriptors=descriptors)
+                     descriptors=descriptors)
     return reader
