@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -15,7 +16,7 @@ torch = pytest.importorskip("torch")
 from ffrecord.dataset import ShardedDatasetWriter, add_field, open_dataset, vacuum  # noqa: E402
 from ffrecord.dataset import manifest as manifests  # noqa: E402
 from ffrecord.errors import ForeignStateError, StateError  # noqa: E402
-from ffrecord.order import ChunkShuffle  # noqa: E402
+from ffrecord.order import ChunkShuffle, FullShuffle, Order, Sequential  # noqa: E402
 from ffrecord.torch import DataLoader, StructuredDataset  # noqa: E402
 
 from remote_fixtures import bucket, s3_endpoint  # noqa: E402,F401 - fixtures
@@ -214,3 +215,30 @@ def test_a_later_state_loaded_over_a_pinned_one_unpins(grown: Path) -> None:
         resumed.load_state_dict(of_version_3)  # the pin goes with the state that set it
         assert len(resumed) == len(epoch)
         assert [labels(b) for b in resumed] == epoch[2:]
+
+
+class Reversed(Order):
+    """An order of the user's: last sample first, every epoch; it says no order over fewer."""
+
+    kind = "reversed"
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def indices(self, epoch: int, positions: np.ndarray) -> np.ndarray:
+        return self.n - 1 - np.asarray(positions, np.int64)
+
+
+def test_an_order_that_cannot_shorten_refuses_a_grown_dataset(grown: Path) -> None:
+    with open_dataset(grown) as v1:
+        saving = DataLoader(StructuredDataset(v1), batch_size=4, order=Reversed(len(v1)))
+        next(iter(saving))
+        state = through_json(saving.state_dict())
+    grow_to_version_3(grown)
+    with open_dataset(grown) as v3:
+        loader = DataLoader(StructuredDataset(v3), batch_size=4, order=Reversed(len(v3)))
+        with pytest.raises(ForeignStateError, match="Reversed cannot say its order over an earlier version"):
+            loader.load_state_dict(state)
+    with pytest.raises(ValueError, match="covers 10 samples, not 11"):
+        FullShuffle(10, seed=1).first(11)
+    assert Sequential(10).first(0).n == 0
