@@ -121,10 +121,12 @@
 // ".<name>.tmp-<random>" (never matching *.ffr, hidden from directory datasets), created
 // with mode 0644 less the umask. Close writes the header, fsyncs the file, renames it over
 // the final path and fsyncs the directory, so a crash or kill never leaves a partial file
-// at the path. With UnknownCount the header size is not known while samples arrive: the
-// data is staged in a first temporary file and copied behind the header into a second
-// one at Close (copy_file_range, in the kernel), which costs one more write of all the
-// data and, for the length of Close, disk space for two copies.
+// at the path. With UnknownCount the header size is not known while samples arrive. A
+// first bulk write is placed in the file as if it were the last; smaller writes are kept in
+// memory, within a bound for the whole process, and written behind the header at Close.
+// Data placed for another count than the file ends with is copied behind the header into a
+// second temporary file at Close (copy_file_range, in the kernel), which costs one more
+// write of all of it and, for the length of Close, disk space for two copies.
 //
 // The constants in format.go are the format: changing any of them makes files that the
 // reference implementation (HFAiLab ffrecord) and every earlier release cannot read, and

@@ -15,10 +15,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// UnknownCount as Create's n means the number of samples is not known in advance: the
-// data is staged in a temporary file and copied behind the header at Close, which costs
-// one extra pass over the data on disk (in-kernel with copy_file_range) and, until Close
-// returns, disk space for two copies.
+// UnknownCount as Create's n means the number of samples is not known in advance, nor
+// therefore where the data begins. A first bulk write is placed as if it were the last,
+// smaller writes are kept in memory up to a bound; data placed wrong is copied behind the
+// header at Close, which costs one extra pass over it on disk (in-kernel with
+// copy_file_range) and, until Close returns, disk space for two copies. See
+// writer_staging.go.
 const UnknownCount = ^uint64(0)
 
 const (
@@ -38,8 +40,9 @@ type WriterOptions struct {
 }
 
 // Writer writes one FFRecord file. Samples stream to a temporary file beside the final
-// path; only their offsets and checksums (12 bytes each, 21 with LZ4: original size and
-// compression too) and two 4 MiB write buffers stay in memory. The final path
+// path (with UnknownCount, a bounded amount of them stays in memory first); only their
+// offsets and checksums (12 bytes each, 21 with LZ4: original size and compression too)
+// and two 4 MiB write buffers stay in memory. The final path
 // appears, complete, only when Close succeeds. A Writer is safe for concurrent use:
 // samples are stored in the order the calls happen, a batch's together.
 type Writer struct {
@@ -48,7 +51,7 @@ type Writer struct {
 	tmp    *os.File
 	n      uint64 // declared sample count, or UnknownCount
 	count  uint64
-	dataAt uint64 // file offset of the first sample in tmp
+	dataAt uint64 // file offset of the first sample in tmp; with stage, not yet known
 	pos    uint64 // bytes of sample data written or buffered so far
 	buf    []byte // sample data not yet written; it starts at data offset pos-len(buf)
 	spare  []byte // the other buffer: being written by inflight, or free
@@ -58,6 +61,9 @@ type Writer struct {
 	inflight chan error
 	crcs     []uint32
 	offsets  []uint64 // relative to the first sample
+	// stage holds the data of an UnknownCount writer until it is placed in the file; nil
+	// with a known count.
+	stage    *memoryStage
 	comp     *compressor
 	done     bool
 	err      error // a failed write: the file is lost, every later call reports it
@@ -86,17 +92,15 @@ func Create(path string, n uint64, opts WriterOptions) (*Writer, error) {
 		w.comp = &compressor{compression: compressionZstd}
 	}
 	if n != UnknownCount {
-		stored := n
-		if w.comp != nil {
-			stored++
-		}
-		size, ok := headerSize(stored)
+		size, ok := headerSize(w.storedCount(n))
 		if !ok || (w.comp != nil && n > maxExtSamples) {
 			return nil, fmt.Errorf("%w: %s: %d samples do not fit the format", ErrInvalid, path, n)
 		}
 		w.dataAt = size
 		prealloc := min(n, 1<<16)
 		w.crcs, w.offsets = make([]uint32, 0, prealloc), make([]uint64, 0, prealloc)
+	} else {
+		w.stage = &memoryStage{}
 	}
 	if err := checkTarget(path); err != nil {
 		return nil, err
@@ -146,6 +150,9 @@ func (w *Writer) WriteOne(p []byte) error {
 	if err := w.accepts(1); err != nil {
 		return err
 	}
+	if err := w.placeFirst(1, len(p)); err != nil {
+		return err
+	}
 	return w.appendSample(p)
 }
 
@@ -171,6 +178,9 @@ func (w *Writer) WriteBatch(data []byte, sizes []uint64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.accepts(uint64(len(sizes))); err != nil {
+		return err
+	}
+	if err := w.placeFirst(uint64(len(sizes)), len(data)); err != nil {
 		return err
 	}
 	if w.comp == nil {
@@ -242,6 +252,13 @@ func (w *Writer) WriteVectors(samples [][]byte) error {
 	if err := w.accepts(uint64(len(samples))); err != nil {
 		return err
 	}
+	size := 0
+	for _, p := range samples {
+		size += len(p)
+	}
+	if err := w.placeFirst(uint64(len(samples)), size); err != nil {
+		return err
+	}
 	return w.appendSamples(samples)
 }
 
@@ -249,7 +266,7 @@ func (w *Writer) WriteVectors(samples [][]byte) error {
 // raw samples go to the file in one vectored write.
 func (w *Writer) appendSamples(samples [][]byte) error {
 	for k := 0; k < len(samples); {
-		if w.comp != nil || len(samples[k]) < vectorWriteMin {
+		if w.comp != nil || w.stage != nil || len(samples[k]) < vectorWriteMin {
 			if err := w.appendSample(samples[k]); err != nil {
 				return err
 			}
@@ -377,9 +394,20 @@ func (w *Writer) appendSample(p []byte) error {
 	return w.err
 }
 
-// appendData adds stored bytes to the data area: small ones through the buffer, large ones
-// straight to the file.
+// appendData adds stored bytes to the data area: to the memory stage while there is one
+// with room, else small ones through the buffer, large ones straight to the file.
 func (w *Writer) appendData(p []byte) error {
+	if w.stage != nil {
+		n := w.stage.add(p)
+		w.pos += uint64(n)
+		if n == len(p) {
+			return nil
+		}
+		if err := w.place(w.storedCount(w.count)); err != nil {
+			return err
+		}
+		p = p[n:]
+	}
 	if len(p) >= directWriteMin {
 		if err := w.flush(); err != nil {
 			return err
@@ -557,8 +585,14 @@ func (w *Writer) finish() error {
 		return err
 	}
 	w.waitWriteback()
+	stored := uint64(len(w.offsets))
+	if w.stage != nil {
+		if err := w.place(stored); err != nil {
+			return err
+		}
+	}
 	out := w.tmp
-	if w.n == UnknownCount {
+	if dataAt, ok := headerSize(stored); !ok || dataAt != w.dataAt {
 		final, err := w.moveBehindHeader()
 		if err != nil {
 			return err
@@ -624,5 +658,8 @@ func (w *Writer) discard() {
 	w.waitWriteback()
 	_ = w.tmp.Close()
 	_ = os.Remove(w.tmp.Name())
-	w.crcs, w.offsets, w.buf, w.spare = nil, nil, nil, nil
+	if w.stage != nil {
+		w.stage.release()
+	}
+	w.crcs, w.offsets, w.buf, w.spare, w.stage = nil, nil, nil, nil, nil
 }

@@ -3,14 +3,114 @@ package core
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/ffrecord/ffrecord/core/internal/engine"
 	"golang.org/x/sys/unix"
 )
 
-// moveBehindHeader copies the staged data of an UnknownCount writer into a second
-// temporary file, behind room for the header that is now known, and drops the staging
-// file. w.tmp becomes the new file.
+// An UnknownCount writer does not know where its data begins in the file: right behind a
+// header whose size depends on the final count. It places its data in one of three ways,
+// cheapest first:
+//
+//   - A first call bringing at least directWriteMin bytes (a bulk write: a column, a batch
+//     of documents) is taken to be the last: its data goes to the file behind room for
+//     the header of the samples written so far, as with a known count.
+//   - Data arriving in smaller pieces is kept in memory (a memoryStage) until Close,
+//     which writes it behind the header, up to memoryStagingLimit for all the writers of
+//     a process; past it, it moves to the file, placed for the samples written so far.
+//   - Data placed for a count that Close does not end with is copied behind the header
+//     into a second temporary file (moveBehindHeader): one more write of all the data.
+//
+// Measured here, a batch of a million 32-byte samples, Close included (median of 9): 50 ms
+// with its count known or placed for it; 73 ms staged in a file and copied; 67 ms kept in
+// memory (the copy's page faults: the first touch of fresh memory is slow on this VM).
+
+// memoryStagingLimit bounds the bytes that the memory stages of a process hold together
+// (a variable for tests only).
+var memoryStagingLimit int64 = 256 << 20
+
+// memoryStaged is what the memory stages of the process hold now.
+var memoryStaged atomic.Int64
+
+const (
+	firstStageChunk = 64 << 10
+	maxStageChunk   = 16 << 20
+)
+
+// memoryStage is an UnknownCount writer's data while it stays in memory: chunks filled in
+// order, each but the last full.
+type memoryStage struct {
+	chunks [][]byte
+	held   int64 // the chunks' capacity, counted in memoryStaged
+}
+
+// add copies as much of p as the process's limit leaves room for to the end of the stage
+// and returns how much that was.
+func (s *memoryStage) add(p []byte) int {
+	copied := 0
+	for copied < len(p) {
+		last := len(s.chunks) - 1
+		if last < 0 || len(s.chunks[last]) == cap(s.chunks[last]) {
+			size := firstStageChunk
+			if last >= 0 {
+				size = min(2*cap(s.chunks[last]), maxStageChunk)
+			}
+			size = max(size, min(len(p)-copied, maxStageChunk))
+			if memoryStaged.Add(int64(size)) > memoryStagingLimit {
+				memoryStaged.Add(-int64(size))
+				return copied
+			}
+			s.held += int64(size)
+			s.chunks = append(s.chunks, make([]byte, 0, size))
+			last++
+		}
+		chunk := s.chunks[last]
+		n := min(cap(chunk)-len(chunk), len(p)-copied)
+		s.chunks[last] = append(chunk, p[copied:copied+n]...)
+		copied += n
+	}
+	return copied
+}
+
+// release gives the stage's memory back to the process's limit.
+func (s *memoryStage) release() {
+	memoryStaged.Add(-s.held)
+	s.chunks, s.held = nil, 0
+}
+
+// storedCount is how many samples the file holds for n written: one more with
+// compression, its record.
+func (w *Writer) storedCount(n uint64) uint64 {
+	if w.comp != nil {
+		return n + 1
+	}
+	return n
+}
+
+// placeFirst places the data of an UnknownCount writer in its file when the first call to
+// bring data brings k samples of size bytes, enough to be a bulk write; w.mu is held.
+func (w *Writer) placeFirst(k uint64, size int) error {
+	if w.stage == nil || w.pos > 0 || size < directWriteMin {
+		return nil
+	}
+	return w.place(w.storedCount(w.count + k))
+}
+
+// place ends the memory stage: the data it holds goes to the file, behind room for the
+// header of stored samples, and so does the rest of the data; w.mu is held. A count that
+// does not fit the format leaves the data at 0, for Close to refuse.
+func (w *Writer) place(stored uint64) error {
+	stage := w.stage
+	w.stage = nil
+	defer stage.release()
+	w.dataAt, _ = headerSize(stored)
+	return w.writeVectors(stage.chunks, w.dataAt)
+}
+
+// moveBehindHeader copies the data of an UnknownCount writer, placed for another count
+// than the file ends with, into a second temporary file, behind room for the header that
+// is now known, and drops the first. w.tmp becomes the new file.
 func (w *Writer) moveBehindHeader() (*os.File, error) {
 	dataAt, ok := headerSize(uint64(len(w.offsets)))
 	if !ok {
@@ -22,7 +122,7 @@ func (w *Writer) moveBehindHeader() (*os.File, error) {
 	}
 	staged := w.tmp
 	w.tmp = final
-	err = copyRange(final, staged, int64(dataAt), int64(w.pos))
+	err = copyRange(final, staged, int64(dataAt), int64(w.dataAt), int64(w.pos))
 	_ = staged.Close()
 	_ = os.Remove(staged.Name())
 	if err != nil {
@@ -32,12 +132,12 @@ func (w *Writer) moveBehindHeader() (*os.File, error) {
 	return final, nil
 }
 
-// copyRange copies the first n bytes of src to dst at offset at, inside the kernel when
-// it can (copy_file_range), else through a buffer.
-func copyRange(dst, src *os.File, at, n int64) error {
+// copyRange copies n bytes of src from offset from to dst at offset at, inside the kernel
+// when it can (copy_file_range), else through a buffer.
+func copyRange(dst, src *os.File, at, from, n int64) error {
 	var done int64
 	for done < n {
-		roff, woff := done, at+done
+		roff, woff := from+done, at+done
 		c, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), &woff, int(min(n-done, int64(engine.MaxChunk))), 0)
 		if err != nil || c == 0 {
 			break
@@ -46,7 +146,7 @@ func copyRange(dst, src *os.File, at, n int64) error {
 	}
 	buf := make([]byte, min(n-done, writeBuffer))
 	for done < n {
-		c, err := src.ReadAt(buf[:min(int64(len(buf)), n-done)], done)
+		c, err := src.ReadAt(buf[:min(int64(len(buf)), n-done)], from+done)
 		if c > 0 {
 			if _, werr := dst.WriteAt(buf[:c], at+done); werr != nil {
 				return werr

@@ -43,8 +43,11 @@ class DatasetWriter(ClosesOrAborts):
 
     ``length``, when known, is the exact number of datapoints to be written (more is a
     ``ValueError`` at ``append``, fewer at ``close``): each field file is then written in
-    place, where an unknown count stages the data and copies it behind the header at
-    ``close`` (one more pass over the data on disk).
+    place. Without it, a first ``append_batch`` of a megabyte or more of a field is written
+    in place as if it were the last, and smaller appends are kept in memory (256 MiB for all
+    the writers of a process) and written at ``close``; data past that bound, or appended
+    after a first bulk batch, is copied behind the header at ``close`` (one more pass over
+    it on disk).
 
     ``close()`` publishes version 1 of the dataset's manifest (``_manifest/``, see
     ``ffrecord.dataset.manifest``) after ``spec.json``: ``open_dataset`` then opens the
