@@ -21,9 +21,8 @@ contenders taking turns, the best of ``--rounds`` kept:
   Megatron-Core's ``IndexedDatasetBuilder`` (``add_document`` per document, ``finalize``),
   which runs in the Python >= 3.12 environment ``--megatron-python`` names (``make
   megatron-venv`` makes one); each given the documents as it takes them (numpy arrays;
-  torch tensors), the time from the first document to the dataset complete, unsynced (ours
-  told the document count, ``length=``, as a writer of one batch knows it: the file is then
-  written in place).
+  torch tensors), the time from the first document to the dataset complete, unsynced; neither
+  told the document count.
 
 Rates are rows (records, tokens) per second; ``GOAL MET``/``GOAL MISSED`` lines compare the
 ratios with issue 34's goals. ``--quick`` shrinks everything (code paths, not figures).
@@ -190,7 +189,7 @@ def tokens_child(side: str, folder: Path, n: int) -> dict:
 
         _lib.current()
         start = time.perf_counter()
-        with TokenWriter(path, VOCAB, length=len(docs), durable=False) as writer:
+        with TokenWriter(path, VOCAB, durable=False) as writer:
             writer.write_many(docs)
     else:  # run by --megatron-python
         import torch
