@@ -128,6 +128,13 @@ int32_t ffr_open_handles(uint64_t *count);
  * CRC instructions when it has them. */
 int32_t ffr_crc32c(uint32_t crc, const void *data, uint64_t size, uint32_t *out);
 
+/* The shuffle order of one epoch: out[k] = the index at position positions[k] of the
+ * pseudo-random permutation of [0, n) keyed by seed and epoch (a pure function of the three,
+ * the same in every release; see core.Permutation). A position outside [0, n) is
+ * FFR_E_INDEX, an n above 2^63 FFR_E_INVALID. */
+int32_t ffr_permute(uint64_t n, uint64_t seed, uint64_t epoch, const int64_t *positions,
+                    uint64_t count, int64_t *out);
+
 /* The files that make up the dataset directory dir, as ffr_reader_open reads it: its
  * entries named *.ffr that are neither hidden nor directories, in name order, copied into
  * buf one path a line, each ending in '\n' (nothing for a directory without any; a name

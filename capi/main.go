@@ -54,6 +54,11 @@ func ffr_crc32c(crc C.uint32_t, data *C.ffr_cvoid, size C.uint64_t, out *C.uint3
 	return C.int32_t(abi.CRC32C(uint32(crc), unsafe.Pointer(data), uint64(size), unsafe.Pointer(out)))
 }
 
+//export ffr_permute
+func ffr_permute(n, seed, epoch C.uint64_t, positions *C.ffr_ci64, count C.uint64_t, out *C.int64_t) C.int32_t {
+	return C.int32_t(abi.Permute(uint64(n), uint64(seed), uint64(epoch), unsafe.Pointer(positions), uint64(count), unsafe.Pointer(out)))
+}
+
 //export ffr_dataset_files
 func ffr_dataset_files(dir *C.ffr_cchar, buf *C.char, size C.size_t, needed *C.size_t) C.int32_t {
 	return C.int32_t(abi.DatasetFiles(unsafe.Pointer(dir), unsafe.Pointer(buf), uintptr(size), unsafe.Pointer(needed)))

@@ -28,6 +28,22 @@ def test_permutation_is_a_bijection(n):
         assert sorted(order.tolist()) == list(range(n))
 
 
+def test_permutation_keeps_the_orders_of_earlier_releases():
+    # written by the numpy implementation that the core's replaced: states recorded then
+    # resume in the same order (the core's own test pins more sizes)
+    assert FeistelPermutation(7, 3, 2)(np.array([0, 1, 3, 4, 6])).tolist() == [5, 2, 3, 4, 0]
+    assert FeistelPermutation(10**9, 0, 3)(np.array([0, 999_999_999])).tolist() == [563692895, 258640654]
+    masked = FeistelPermutation(2**63 - 1, 2**64 - 1, 2**64 - 2)(np.array([1]))
+    assert masked.tolist() == [982298542681682918]
+    assert (FeistelPermutation(1000, 2**70 + 5, 3)(np.arange(9)) == FeistelPermutation(1000, 5, 3)(np.arange(9))).all()
+
+
+@pytest.mark.parametrize("position", [-1, 10])
+def test_permutation_refuses_a_position_outside(position):
+    with pytest.raises(IndexError, match=f"position {position} of a permutation of \\[0, 10\\)"):
+        FeistelPermutation(10, 1, 0)(np.array([3, position]))
+
+
 def test_permutation_positions_are_independent_of_the_batch():
     perm = FeistelPermutation(10**12, seed=9, epoch=4)
     whole = perm(np.arange(10**12 - 50, 10**12))

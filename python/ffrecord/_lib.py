@@ -83,6 +83,7 @@ _SIGNATURES: dict[str, list[type]] = {
     "ffr_oserror": [POINTER(c_int32), c_char_p, c_size_t, _sizep],
     "ffr_open_handles": [_u64p],
     "ffr_crc32c": [c_uint32, c_void_p, c_uint64, POINTER(c_uint32)],
+    "ffr_permute": [c_uint64, c_uint64, c_uint64, c_void_p, c_uint64, c_void_p],
     "ffr_dataset_files": [c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_dataset_urls": [c_char_p, c_char_p, c_char_p, c_size_t, _sizep],
     "ffr_part_name": [c_uint64, c_uint64, c_char_p, c_size_t, _sizep],
