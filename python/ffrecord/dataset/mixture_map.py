@@ -61,6 +61,22 @@ class _Segment:
         return full * self.period + int(self.places[self.first[member] + rest])
 
 
+class _SideBySide:
+    """Every segment's tables side by side (see ``MixtureMap._across``): its start
+    (``positions``), its period, where its pattern begins among them (``first``), the
+    patterns and ranks joined, and the quotas as a segment × member table."""
+
+    __slots__ = ("positions", "periods", "first", "pattern", "rank", "quotas")
+
+    def __init__(self, positions: Sequence[int], segments: Sequence[_Segment]) -> None:
+        self.positions = np.asarray(positions, np.int64)
+        self.periods = np.array([segment.period for segment in segments], np.int64)
+        self.first = np.cumsum(self.periods) - self.periods
+        self.pattern = np.concatenate([segment.pattern for segment in segments])
+        self.rank = np.concatenate([segment.rank for segment in segments])
+        self.quotas = np.stack([segment.quotas for segment in segments])
+
+
 class MixtureMap:
     """Mixture index → (member, index in member) for ``quotas`` per segment (each an int64
     array, one count per member), segments starting at ``positions`` (0 first, increasing),
@@ -120,10 +136,7 @@ class MixtureMap:
             if lo == hi:  # a batch within one step of the schedule, as most are
                 member, local = self._within(lo, idx)
             else:
-                member, local = np.empty_like(idx), np.empty_like(idx)
-                for s in np.unique(which).tolist():
-                    where = np.flatnonzero(which == s)
-                    member[where], local[where] = self._within(s, idx[where])
+                member, local = self._across(which, idx)
         if self.wrap:
             local %= self.lengths[member]
         return member, local
@@ -134,6 +147,32 @@ class MixtureMap:
         member = segment.pattern[place]
         local = block * segment.quotas[member] + segment.rank[place] + self.start[member] + self._before[s][member]
         return member, local
+
+    def _across(self, which: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``_within`` for indices in several segments (``which``: each one's, a shuffled
+        order over a schedule), by one gather per table from every segment's tables side by
+        side (a pass per segment cost ~20 µs each: 0.25 ms for a batch over 11 segments)."""
+        tables = self.__dict__.get("_side_by_side") or self._put_side_by_side()
+        block, place = np.divmod(idx - tables.positions[which], tables.periods[which])
+        at = tables.first[which] + place
+        member = tables.pattern[at]
+        local = block * tables.quotas[which, member] + tables.rank[at] + self.start[member] + self._before[which, member]
+        return member, local
+
+    def _put_side_by_side(self) -> _SideBySide:
+        """Joins the segments' patterns and ranks; each segment then reads its own as a view
+        of the joined ones, so that they are held once."""
+        tables = _SideBySide(self.positions, self.segments)
+        for segment, first in zip(self.segments, tables.first.tolist()):
+            segment.pattern = tables.pattern[first:first + segment.period]
+            segment.rank = tables.rank[first:first + segment.period]
+        self._side_by_side = tables
+        return tables
+
+    def __getstate__(self) -> dict[str, Any]:
+        # views pickle as copies of their own: the tables side by side are joined again
+        # where needed
+        return {k: v for k, v in self.__dict__.items() if k != "_side_by_side"}
 
     def consumed(self, position: int) -> list[int]:
         """Where each member stands once indices ``0 .. position - 1`` were taken (from each
