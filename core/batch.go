@@ -122,6 +122,9 @@ func (r *Reader) itemAt(index uint64) (batchItem, error) {
 	if err != nil {
 		return batchItem{}, err
 	}
+	if fk == 0 {
+		return batchItem{file: r.first, local: local, global: local}, nil
+	}
 	return batchItem{file: r.files[fk], local: local, global: r.starts[fk] + local}, nil
 }
 
