@@ -501,8 +501,8 @@ const writebackStep = 16 << 20
 // queue is full, and the writer goes on meanwhile; a step due while one runs waits for the
 // next, which then covers both.
 //
-// Staged data (UnknownCount) is left alone: it is copied and deleted at Close, and need
-// not reach the disk at all.
+// The data of an UnknownCount writer is left alone: placed for another count than the
+// file ends with, it is copied and deleted at Close, and need not reach the disk at all.
 func (w *Writer) startWriteback(end uint64) {
 	if w.volatile || w.n == UnknownCount || end < w.writtenBack+writebackStep {
 		return

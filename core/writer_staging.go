@@ -89,12 +89,14 @@ func (w *Writer) storedCount(n uint64) uint64 {
 }
 
 // placeFirst places the data of an UnknownCount writer in its file when the first call to
-// bring data brings k samples of size bytes, enough to be a bulk write; w.mu is held.
+// bring data brings k samples of size bytes, enough to be a bulk write; w.mu is held. A
+// failure loses the file, as a failed write does.
 func (w *Writer) placeFirst(k uint64, size int) error {
 	if w.stage == nil || w.pos > 0 || size < directWriteMin {
 		return nil
 	}
-	return w.place(w.storedCount(w.count + k))
+	w.err = w.place(w.storedCount(w.count + k))
+	return w.err
 }
 
 // place ends the memory stage: the data it holds goes to the file, behind room for the

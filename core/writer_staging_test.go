@@ -155,3 +155,26 @@ func setStagingLimit(limit int64) func() {
 	memoryStagingLimit = limit
 	return func() { memoryStagingLimit = old }
 }
+
+// A first bulk write that fails to reach the file loses it, as any failed write does:
+// later calls report the failure and nothing appears at the path.
+func TestFailedPlacementLosesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lost.ffr")
+	w, err := Create(path, UnknownCount, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = w.tmp.Close() // every write to it now fails
+	data := make([]byte, directWriteMin)
+	if err := w.WriteBatch(data, []uint64{uint64(len(data))}); err == nil {
+		t.Fatal("a bulk write to a closed file succeeded")
+	}
+	if err := w.WriteOne([]byte("x")); err == nil {
+		t.Fatal("a write after a failed one succeeded")
+	}
+	if err := w.Close(); err == nil {
+		t.Fatal("Close after a failed write succeeded")
+	}
+	onlyEntries(t, dir)
+}
