@@ -22,9 +22,10 @@ import (
 //   - Data placed for a count that Close does not end with is copied behind the header
 //     into a second temporary file (moveBehindHeader): one more write of all the data.
 //
-// Measured here, a batch of a million 32-byte samples, Close included (median of 9): 50 ms
-// with its count known or placed for it; 73 ms staged in a file and copied; 67 ms kept in
-// memory (the copy's page faults: the first touch of fresh memory is slow on this VM).
+// Measured here through Python, a fresh process writing 1M rows {int64, float32, 32 bytes}
+// (medians of 5 alternating runs): in one append_batch, 8.99M rows/s staged on disk, 10.94M
+// placed; in 100 batches (all kept in memory), 4.74M and 5.52M; in 10 batches (the first
+// bulk one placed for its count, then copied), about equal.
 
 // memoryStagingLimit bounds the bytes that the memory stages of a process hold together
 // (a variable for tests only).
@@ -39,14 +40,17 @@ const (
 )
 
 // memoryStage is an UnknownCount writer's data while it stays in memory: chunks filled in
-// order, each but the last full.
+// order, each but the last full. The chunks are anonymous mappings, outside Go's heap, and
+// are unmapped when released: on the heap, the collector's cycles and the zeroing of reused
+// memory made a fresh process's write of a column in 10 batches 20% slower than staging it
+// on disk; mapped, it is as fast, and the memory goes back to the system at once.
 type memoryStage struct {
 	chunks [][]byte
 	held   int64 // the chunks' capacity, counted in memoryStaged
 }
 
-// add copies as much of p as the process's limit leaves room for to the end of the stage
-// and returns how much that was.
+// add copies as much of p to the end of the stage as the process's limit (and the system)
+// leave room for, and returns how much that was.
 func (s *memoryStage) add(p []byte) int {
 	copied := 0
 	for copied < len(p) {
@@ -61,8 +65,13 @@ func (s *memoryStage) add(p []byte) int {
 				memoryStaged.Add(-int64(size))
 				return copied
 			}
+			chunk, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+			if err != nil {
+				memoryStaged.Add(-int64(size))
+				return copied
+			}
 			s.held += int64(size)
-			s.chunks = append(s.chunks, make([]byte, 0, size))
+			s.chunks = append(s.chunks, chunk[:0])
 			last++
 		}
 		chunk := s.chunks[last]
@@ -75,6 +84,9 @@ func (s *memoryStage) add(p []byte) int {
 
 // release gives the stage's memory back to the process's limit.
 func (s *memoryStage) release() {
+	for _, chunk := range s.chunks {
+		_ = unix.Munmap(chunk[:cap(chunk)])
+	}
 	memoryStaged.Add(-s.held)
 	s.chunks, s.held = nil, 0
 }
