@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _lib
+from ._buffers import address
 
 _MASK64 = (1 << 64) - 1
 # Multipliers of the SplitMix64 finaliser: a well-studied 64-bit mixing function.
@@ -78,5 +79,5 @@ class FeistelPermutation:
         positions = np.ascontiguousarray(positions, np.int64)
         out = np.empty(positions.shape, np.int64)
         _lib.check(_lib.current().dll.ffr_permute(self.n, self.seed & _MASK64, self.epoch & _MASK64,
-                                                  positions.ctypes.data, positions.size, out.ctypes.data))
+                                                  address(positions), positions.size, address(out)))
         return out

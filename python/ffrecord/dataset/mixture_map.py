@@ -62,7 +62,7 @@ class _Segment:
 
 
 class _SideBySide:
-    """Every segment's tables side by side (see ``MixtureMap._across``): its start
+    """Every segment's tables side by side (see ``MixtureMap.route``): its start
     (``positions``), its period, where its pattern begins among them (``first``), the
     patterns and ranks joined, and the quotas as a segment × member table."""
 
@@ -127,36 +127,18 @@ class MixtureMap:
         raise AssertionError("the last segment gives some member places")  # weights are checked
 
     def route(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(member, index in member) of each mixture index of ``idx`` (int64, in range)."""
-        if len(self.segments) == 1:
-            member, local = self._within(0, idx)
-        else:
-            which = np.searchsorted(self.positions, idx, side="right") - 1
-            lo, hi = (int(which.min()), int(which.max())) if len(which) else (0, 0)
-            if lo == hi:  # a batch within one step of the schedule, as most are
-                member, local = self._within(lo, idx)
-            else:
-                member, local = self._across(which, idx)
-        if self.wrap:
-            local %= self.lengths[member]
-        return member, local
-
-    def _within(self, s: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        segment = self.segments[s]
-        block, place = np.divmod(idx - self.positions[s], segment.period)
-        member = segment.pattern[place]
-        local = block * segment.quotas[member] + segment.rank[place] + self.start[member] + self._before[s][member]
-        return member, local
-
-    def _across(self, which: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``_within`` for indices in several segments (``which``: each one's, a shuffled
-        order over a schedule), by one gather per table from every segment's tables side by
-        side (a pass per segment cost ~20 µs each: 0.25 ms for a batch over 11 segments)."""
+        """(member, index in member) of each mixture index of ``idx`` (int64, in range): one
+        gather per table from every segment's tables side by side, whatever segments the
+        indices lie in (a shuffled order over a schedule meets them all; a pass per segment
+        cost ~20 µs each, 0.25 ms for a batch over 11 segments)."""
+        which: Any = 0 if len(self.segments) == 1 else np.searchsorted(self.positions, idx, side="right") - 1
         tables = self.__dict__.get("_side_by_side") or self._put_side_by_side()
         block, place = np.divmod(idx - tables.positions[which], tables.periods[which])
         at = tables.first[which] + place
         member = tables.pattern[at]
         local = block * tables.quotas[which, member] + tables.rank[at] + self.start[member] + self._before[which, member]
+        if self.wrap:
+            local %= self.lengths[member]
         return member, local
 
     def _put_side_by_side(self) -> _SideBySide:
