@@ -63,7 +63,7 @@ func TestUnknownCount(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	samples := randomSamples(rng, 500, 3000)
 	samples = append(samples, make([]byte, 2*writeBuffer))
-	for _, comp := range []Compression{CompressNone, CompressLZ4} {
+	for _, comp := range []Compression{CompressNone, CompressLZ4, CompressZstd} {
 		t.Run(comp.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			known, unknown := filepath.Join(dir, "known.ffr"), filepath.Join(dir, "unknown.ffr")

@@ -40,7 +40,7 @@ func TestUnknownCountPlacements(t *testing.T) {
 	}
 	for _, limit := range []int64{memoryStagingLimit, 100 << 10} {
 		roomy := limit > 1<<20 // the limit holds every case's data
-		for _, comp := range []Compression{CompressNone, CompressLZ4} {
+		for _, comp := range []Compression{CompressNone, CompressLZ4, CompressZstd} {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
 					defer setStagingLimit(limit)()

@@ -38,6 +38,17 @@ def test_permutation_keeps_the_orders_of_earlier_releases():
     assert (FeistelPermutation(1000, 2**70 + 5, 3)(np.arange(9)) == FeistelPermutation(1000, 5, 3)(np.arange(9))).all()
 
 
+@pytest.mark.parametrize("n", [-1, 2**64 + 5])
+def test_permutation_refuses_a_size_it_cannot_pass_on(n):
+    with pytest.raises(ValueError, match="n must lie in"):
+        FeistelPermutation(n, 1, 0)
+
+
+def test_permutation_refuses_a_size_above_two_to_the_63():
+    with pytest.raises(ValueError, match="at most 2\\^63"):
+        FeistelPermutation(2**63 + 1, 1, 0)(np.array([1]))
+
+
 @pytest.mark.parametrize("position", [-1, 10])
 def test_permutation_refuses_a_position_outside(position):
     with pytest.raises(IndexError, match=f"position {position} of a permutation of \\[0, 10\\)"):

@@ -66,8 +66,8 @@ class FeistelPermutation:
     """
 
     def __init__(self, n: int, seed: int, epoch: int) -> None:
-        if n < 0:
-            raise ValueError(f"n must be non-negative, got {n}")
+        if not 0 <= n <= _MASK64:  # what a uint64 argument carries (ctypes would wrap more)
+            raise ValueError(f"n must lie in [0, 2**64), got {n}")
         self.n = n
         self.seed = seed
         self.epoch = epoch
