@@ -18,9 +18,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from ffrecord import FileReader  # noqa: E402
 from ffrecord.dataset import DatasetReader, DatasetWriter, Mixture  # noqa: E402
 from ffrecord.order import ChunkShuffle  # noqa: E402
-from ffrecord.torch import DataLoader, Dataset, StructuredDataset  # noqa: E402
+from ffrecord.torch import DataLoader, Dataset, StructuredDataset, _threads  # noqa: E402
 from ffrecord.tokens import TokenBlocks  # noqa: E402
 from torch_scripts.common import PickleDataset, epoch_batches, indices_of, make_loader, write_samples  # noqa: E402
 
@@ -341,3 +342,201 @@ def test_bad_workers_and_iterable_datasets_are_refused():
 def test_auto_picks_threads_for_ffrecords_datasets(ffr):
     assert make_loader(ffr, num_workers=2, workers="auto")._on_threads
     assert not DataLoader(list(range(4)), num_workers=2, workers="auto")._on_threads
+
+
+# -- batches too cheap for a hand-over: the training thread makes them (``_threads._Pace``) --
+
+class Simulated:
+    """A ``_Pace`` handing out batches that cost ``threads_s`` from the threads and
+    ``inline_s`` from the training thread, on a clock of its own."""
+
+    def __init__(self, threads_s: float, inline_s: float, bound: int = 4, enabled: bool = True) -> None:
+        self.now, self.threads_s, self.inline_s, self.bound = 0.0, threads_s, inline_s, bound
+        self.pace = _threads._Pace(bound, enabled, clock=lambda: self.now)
+        self.ways: list[bool] = []  # inline or not, batch by batch
+
+    def hand_out(self, batches: int) -> None:
+        for _ in range(batches):
+            self.now += self.inline_s if self.pace.inline else self.threads_s
+            self.ways.append(self.pace.inline)
+            self.pace.handed_out(pending=0 if self.pace.inline else self.bound)
+
+
+def test_the_training_thread_takes_over_batches_cheaper_than_a_hand_over():
+    run = Simulated(threads_s=150e-6, inline_s=40e-6)
+    run.hand_out(1_000)
+    assert run.pace.inline
+    first = run.ways.index(True)
+    assert first < 400  # timed for 25 ms: ~170 batches of the threads
+    run.hand_out(200_000)  # 8 s: timed again now and then, and kept
+    assert run.pace.inline and run.ways[first:].count(False) < 0.02 * len(run.ways[first:])
+
+
+@pytest.mark.parametrize("threads_s", [2.5e-3, 0.05])
+def test_batches_dearer_than_a_hand_over_stay_on_the_threads(threads_s):
+    run = Simulated(threads_s=threads_s, inline_s=threads_s / 10)
+    run.hand_out(int(120 / threads_s))  # two minutes
+    assert not any(run.ways)  # never even tried
+
+
+def test_the_threads_keep_batches_the_training_thread_is_not_clearly_faster_at():
+    run = Simulated(threads_s=100e-6, inline_s=95e-6)
+    run.hand_out(100_000)
+    assert not run.pace.inline
+    assert any(run.ways)  # tried, and given back
+    assert run.ways[-10_000:].count(True) < 1_000
+
+
+def test_a_change_of_pace_is_followed():
+    run = Simulated(threads_s=150e-6, inline_s=40e-6)
+    run.hand_out(50_000)
+    assert run.pace.inline
+    run.inline_s = 1e-3  # the loop's own work now overlaps with the threads' (a step on the GPU)
+    start = run.now
+    while run.pace.inline:
+        run.hand_out(1)
+    assert run.now - start <= _threads.HOLD_S[1] + 1  # within the longest hold and a timing
+
+
+def test_pauses_are_no_batchs_time():
+    run = Simulated(threads_s=150e-6, inline_s=40e-6)
+    run.hand_out(60)  # the threads' timing under way
+    run.now += 30.0  # a pause of the loop's (a checkpoint): left out as the longest gap
+    run.hand_out(1_000)
+    assert run.pace.inline
+    run.inline_s = 1e-4  # still faster than the threads
+    for _ in range(6):
+        run.now += 60.0  # an evaluation between epochs: longer than any hold
+        run.pace.restart()  # a new epoch: the time before its first batch is not timed
+        run.hand_out(1_000)
+        assert run.pace.inline and not all(run.ways[-1_000:])  # timed again, and kept
+        assert all(t < 1e-3 for t in run.pace._times.values())
+
+
+def test_a_disabled_pace_never_takes_over():
+    run = Simulated(threads_s=150e-6, inline_s=1e-6, enabled=False)
+    run.hand_out(10_000)
+    assert not any(run.ways)
+
+
+class Switching(_threads._Pace):
+    """Hands the fetching over between the threads and the training thread every third
+    batch, whatever the timing (where the loader allows it)."""
+
+    def handed_out(self, pending):
+        self.handed = getattr(self, "handed", 0) + 1
+        if self.enabled and self.handed % 3 == 0:
+            self._switch(not self.inline, pending)
+
+
+class TrainingThread(_threads._Pace):
+    """The training thread makes every batch (where the loader allows it)."""
+
+    def __init__(self, bound, enabled, **kwargs):
+        super().__init__(bound, enabled, **kwargs)
+        self.inline = enabled
+
+    def handed_out(self, pending):
+        pass
+
+
+@pytest.fixture(params=[Switching, TrainingThread])
+def taking_over(request, monkeypatch):
+    monkeypatch.setattr(_threads, "_Pace", request.param)
+    return request.param
+
+
+def test_batches_are_those_of_0_workers_whoever_makes_them(ffr, structured, tmp_path, taking_over):
+    for name, dataset, options in datasets(ffr, structured, tmp_path):
+        options = {"batch_size": 5, "shuffle": True, "seed": 5, **options}
+        if "order" in options:
+            options.pop("seed"), options.pop("shuffle")
+        reference = DataLoader(dataset, **options)
+        expected = [[plain(b) for b in reference] for _ in range(2)]  # two epochs
+        for persistent in (False, True):
+            loader = DataLoader(dataset, persistent_workers=persistent, **THREADS, **options)
+            assert [[plain(b) for b in loader] for _ in range(2)] == expected, name
+
+
+def test_bytes_fields_are_views_whoever_makes_the_batch(structured, taking_over):
+    loader = DataLoader(StructuredDataset(DatasetReader(structured), mask=["image", "label"]), batch_size=4,
+                        **THREADS)
+    batches = list(loader)
+    assert all(type(v) is memoryview and v.readonly for batch in batches for v in batch["image"])
+    assert [bytes(v) for batch in batches for v in batch["image"]] == [bytes([k]) * (k + 1) for k in range(N)]
+
+
+def test_a_state_taken_at_any_batch_resumes_exactly_whoever_makes_them(ffr, taking_over):
+    options = dict(batch_size=4, shuffle=True, seed=8)
+    expected = epoch_batches(make_loader(ffr, **options))
+    for stop in range(1, 8):
+        loader = make_loader(ffr, **options, **THREADS)
+        iterator = iter(loader)
+        got = [indices_of(next(iterator)) for _ in range(stop)]
+        state = json.loads(json.dumps(loader.state_dict()))
+        del iterator
+        resumed = make_loader(ffr, **options, **THREADS)
+        resumed.load_state_dict(state)
+        assert got + epoch_batches(resumed) == expected, stop
+
+
+def test_datapoint_seeds_are_the_same_whoever_makes_the_batch(structured, taking_over):
+    def make(**options):
+        return DataLoader(StructuredDataset(DatasetReader(structured), transform=lambda d, seed: seed >> 2),
+                          batch_size=6, shuffle=True, seed=4, **options)
+
+    assert [b.tolist() for b in make(**THREADS)] == [b.tolist() for b in make()]
+
+
+def test_an_exception_on_the_training_thread_reaches_the_loop_with_its_type_and_traceback(ffr, monkeypatch):
+    monkeypatch.setattr(_threads, "_Pace", TrainingThread)
+    iterator = iter(DataLoader(Failing(ffr), batch_size=4, **THREADS))
+    got = []
+    with pytest.raises(KeyError, match=r"no sample like \[12, 13, 14, 15\]") as caught:
+        while True:
+            got.append(next(iterator))
+    assert len(got) == 3
+    assert [frame.name for frame in traceback.extract_tb(caught.value.__traceback__)][-2:] == ["process", "explode"]
+    assert caught.value.__notes__ == ["in ffrecord DataLoader, fetched on the training thread"]
+    sizes = [len(sample) for sample in FileReader(ffr).read(list(range(16, 20)))]
+    assert next(iterator).tolist() == sizes  # the loop may go on past it
+
+
+class Where(Dataset):
+    """Each sample's index, and the thread that fetched it."""
+
+    def process(self, indices, data):
+        return [(int(i), threading.current_thread().name) for i in indices]
+
+
+def test_a_loader_with_a_worker_init_fn_fetches_on_its_threads_only(ffr, monkeypatch):
+    monkeypatch.setattr(_threads, "_Pace", TrainingThread)
+    loader = DataLoader(Where(ffr), batch_size=4, collate_fn=list, worker_init_fn=lambda k: None, **THREADS)
+    names = {name for batch in loader for _, name in batch}
+    assert names and all(name.startswith("ffrecord-loader-") for name in names)
+    loader = DataLoader(Where(ffr), batch_size=4, collate_fn=list, **THREADS)
+    assert {name for batch in loader for _, name in batch} == {threading.current_thread().name}
+
+
+def test_batches_the_training_thread_makes_are_timed(ffr, monkeypatch):
+    monkeypatch.setattr(_threads, "_Pace", TrainingThread)
+    loader = make_loader(ffr, **THREADS)
+    assert len(epoch_batches(loader)) == N // 4
+    stats = loader.stats(epoch=0)
+    assert (stats["batches"], stats["datapoints"]) == (N // 4, N)
+    assert stats["read_s"] > 0 and stats["wait_s"] > 0
+    assert "fetched by the training thread" in repr(iter(loader)._inner)
+
+
+def test_breaking_out_while_the_training_thread_fetches_stops_the_threads(ffr, taking_over):
+    loader = make_loader(ffr, **THREADS)
+    for k, _ in enumerate(loader):
+        if k == 4:
+            break
+    wait_for_no_loader_threads()
+
+
+def test_module_examples_run():
+    import doctest
+
+    assert doctest.testmod(_threads).failed == 0

@@ -129,9 +129,11 @@ def timed_read(fn: F) -> F:
     return timed  # type: ignore[return-value]
 
 
-def use_clock(clock: Clock | None) -> None:
-    """``clock`` is this thread's (None: none) for the reads it makes from now on."""
-    _local.clock = clock
+def use_clock(clock: Clock | None) -> Clock | None:
+    """``clock`` is this thread's (None: none) for the reads it makes from now on; returns
+    the one it had."""
+    before, _local.clock = getattr(_local, "clock", None), clock
+    return before
 
 
 _worker_clock: Clock | None = None  # a loader worker process's (set by its start)

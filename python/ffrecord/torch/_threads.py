@@ -16,6 +16,13 @@ thread hands the batches out in the order it queued them. At most ``num_workers 
 prefetch_factor`` batches are queued or held done and not yet handed out (torch's bound):
 a new task is queued only as a batch is handed out.
 
+Batches too cheap for a hand-over: when a batch costs less to make than handing it to a
+thread and back (a few token blocks, small records: tens of microseconds, against a wake-up
+and the GIL passed twice), the training thread makes the next batches itself, as with 0
+workers, in the same order, from the same sampler, pinned and read as the threads would.
+``_Pace`` times both ways as the loop sees them and keeps the faster, timing them again now
+and then; a loader with a ``worker_init_fn`` always fetches on its threads.
+
 Everything the loader's state relies on is what 0 workers do: the same batch objects
 (``sampler.Batch``, with their per-datapoint seeds and prefetch hints) reach the same
 dataset object. What differs from worker processes: the dataset, the collate function and
@@ -44,6 +51,7 @@ from __future__ import annotations
 import collections
 import queue
 import threading
+import time
 import weakref
 from typing import Any, Callable
 
@@ -112,11 +120,17 @@ class _Pipeline:
 
     def __init__(self, fetch: Callable[[Any], Any], collate_fn: Callable[[Any], Any], workers: int,
                  worker_init_fn: Callable[[int], Any] | None, pin: bool, columns_of: Any = None,
-                 clocks: list[_timing.Clock] | None = None, batched: bool = True) -> None:
+                 clocks: list[_timing.Clock] | None = None, batched: bool = True,
+                 loop_clock: _timing.Clock | None = None) -> None:
+        from ffrecord._buffers import BufferPool
+
         self.fetch = fetch  # a batch's datapoints: what 0 workers fetch
         self.collate_fn = collate_fn
         self.batched = batched
         self.clocks = clocks  # each thread's, when the loader times its batches
+        self.loop_clock = loop_clock  # the training thread's, for the batches it produces itself
+        # the buffers of the batches the training thread produces itself, in columns
+        self.here_pool = BufferPool() if columns_of is not None else None
         self.pin = pin
         self.columns_of = columns_of  # the dataset whose batches are read in columns (default collate)
         self.queue: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()  # _Task, or None: a thread's end
@@ -127,15 +141,25 @@ class _Pipeline:
         for thread in self.threads:
             thread.start()
 
+    def _fetch_here(self, clock: _timing.Clock | None, pool: Any = None) -> tuple[Any, ...]:
+        """The calling thread fetches this loader's batches from now on: its reads timed on
+        ``clock``, its batches pinned when asked and read in columns into ``pool`` when the
+        collate takes them. Returns what the thread had, for ``_fetch_here_no_more``."""
+        return (_timing.use_clock(clock), collate.pin_batches_in_this_thread(self.pin),
+                _transport.read_columns_in_this_thread(self.columns_of, pool))
+
+    @staticmethod
+    def _fetch_here_no_more(before: tuple[Any, ...]) -> None:
+        clock, pinned, (columns_of, pool) = before
+        _timing.use_clock(clock)
+        collate.pin_batches_in_this_thread(pinned)
+        _transport.read_columns_in_this_thread(columns_of, pool)
+
     def _work(self, worker_id: int, worker_init_fn: Callable[[int], Any] | None) -> None:
         failure: BaseException | None = None
         clock = self.clocks[worker_id] if self.clocks is not None else None
-        _timing.use_clock(clock)
         try:
-            if self.pin:
-                collate.pin_batches_in_this_thread()
-            if self.columns_of is not None:
-                _transport.read_columns_in_this_thread(self.columns_of)
+            self._fetch_here(clock)
             if worker_init_fn is not None:
                 worker_init_fn(worker_id)
         except BaseException as exc:  # raised at the batches this thread takes
@@ -177,6 +201,18 @@ class _Pipeline:
             clock.handed_over()
         return batch
 
+    def produce_here(self, index: Any) -> Any:
+        """The batch of ``index`` produced by the calling thread (the training thread), as
+        a loader thread would: timed on the loop's clock, pinned, read in columns."""
+        before = self._fetch_here(self.loop_clock, self.here_pool)
+        try:
+            return self.produce(index, self.loop_clock)
+        except BaseException as exc:
+            _noted(exc, "in ffrecord DataLoader, fetched on the training thread")
+            raise
+        finally:
+            self._fetch_here_no_more(before)
+
     def submit(self, task: _Task) -> None:
         self.queue.put(task)
 
@@ -208,6 +244,99 @@ class _Pipeline:
                 thread.join()
 
 
+# Measuring whether the training thread should produce the batches itself (see _Pace).
+PACE_BATCHES = (16, 128)  # a timing spans at least the first many batches handed out,
+PACE_WINDOW_S = 0.025  # and this long unless it has the second many
+HAND_OVER_S = 0.002  # threads taking longer a batch: a hand-over's cost (tens of µs) cannot matter
+INLINE_SHARE = 0.9  # the training thread takes over when it needs less than this share of the threads' time
+HOLD_S = (1.0, 30.0)  # a choice holds this long (doubling while it stands), then both ways are timed again
+
+
+class _Pace:
+    """Whether the training thread produces the next batch itself (``inline``) rather than
+    waiting for the threads. Handing a batch to a thread and back costs a wake-up and the
+    GIL passed twice: tens of microseconds on a busy machine, more than a batch of a few
+    token blocks or small records costs to make. The loop then runs fastest with the
+    training thread doing the work, as with 0 workers.
+
+    Both ways are timed as the loop sees them: the time between batches handed out (the
+    loop's own work included), over ``PACE_BATCHES[0]`` batches or more and
+    ``PACE_WINDOW_S`` seconds or ``PACE_BATCHES[1]`` batches, the longest gap left out (a
+    pause of the loop's). The threads are timed first; only where they take under
+    ``HAND_OVER_S`` a batch is the other way tried. The training thread takes over when it
+    needs under ``INLINE_SHARE`` of the threads' time; the choice holds for ``HOLD_S``
+    (doubling while re-timing confirms it), then both are timed again.
+    Batches are handed out in the same order either way: the threads' batches in flight are
+    handed out before the training thread makes the next one, and it draws the indices from
+    the sampler as it does for the threads.
+
+    >>> import itertools
+    >>> pace = _Pace(bound=1, enabled=True, clock=itertools.count().__next__)  # a batch a second
+    >>> for _ in range(100): pace.handed_out(pending=1)
+    >>> pace.inline, pace._times   # the threads timed; a hand-over's cost cannot matter
+    (False, {False: 1.0})
+    """
+
+    def __init__(self, bound: int, enabled: bool, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.inline = False  # the training thread makes the batches (once none is in flight)
+        self.enabled = enabled
+        self._bound = bound
+        self._clock = clock
+        self._times: dict[bool, float] = {}  # seconds a batch, by way (inline or not), this round of timing
+        self._chosen: bool | None = None  # the way the last round chose
+        self._hold = HOLD_S[0]
+        self._until: float | None = None  # while a choice holds: when it ends
+        self._skip = bound  # batches handed out before the timing starts (the threads' first ones come at once)
+        self._paused = False
+        self._start = self._last = self._longest = 0.0
+        self._count = 0
+
+    def restart(self) -> None:
+        """A new epoch: the pause before its first batch is no batch's time (a timing under
+        way goes on from that batch)."""
+        self._paused = True
+
+    def handed_out(self, pending: int) -> None:
+        """A batch was handed out; ``pending``: batches still in flight."""
+        if not self.enabled:
+            return
+        now = self._clock()
+        if self._until is not None:
+            if now < self._until:
+                return
+            self._until, self._times, self._skip = None, {}, 1  # time the current way, then the other
+        if self._skip:
+            self._skip -= 1
+            self._start = self._last = now
+            self._count, self._longest, self._paused = 0, 0.0, False
+            return
+        if self._paused:
+            self._start += now - self._last
+            self._last, self._paused = now, False
+            return
+        gap, self._last = now - self._last, now
+        self._count += 1
+        self._longest = max(self._longest, gap)
+        if self._count < PACE_BATCHES[0] or (now - self._start < PACE_WINDOW_S and self._count < PACE_BATCHES[1]):
+            return
+        self._times[self.inline] = (now - self._start - self._longest) / (self._count - 1)
+        if len(self._times) == 1 and (self.inline or self._times[False] < HAND_OVER_S):
+            self._switch(not self.inline, pending)  # time the other way
+            return
+        inline = self._times.get(True, float("inf")) < INLINE_SHARE * self._times.get(False, float("inf"))
+        hold = self._hold if inline == self._chosen else HOLD_S[0]
+        self._chosen, self._hold = inline, min(2 * hold, HOLD_S[1])
+        if inline != self.inline:
+            self._switch(inline, pending)
+        self._until = now + hold
+
+    def _switch(self, inline: bool, pending: int) -> None:
+        """The other way from now: the batches in flight are handed out first (inline), or
+        the threads fill their queue (not inline), before its timing starts."""
+        self.inline = inline
+        self._skip = max(1, pending) if inline else self._bound
+
+
 def _fetcher(dataset: Any, batched: bool) -> Callable[[Any], Any]:
     """What 0 workers fetch for a sampler's item (before collating it): a batch fetched at
     once (``__getitems__``) or item by item; without batching (``batch_size=None``), one item."""
@@ -234,16 +363,19 @@ class ThreadedIterator(_BaseDataLoaderIter):
     [[0, 1], [2, 3], [4]]
     """
 
-    def __init__(self, loader: Any, clocks: list[_timing.Clock] | None = None) -> None:
+    def __init__(self, loader: Any, clocks: list[_timing.Clock] | None = None,
+                 loop_clock: _timing.Clock | None = None) -> None:
         super().__init__(loader)
         check_threads(loader.dataset)
         fetch = _fetcher(self._dataset, self._auto_collation)
         self._bound = max(1, self._num_workers * (loader.prefetch_factor or 1))
         self._pending: collections.deque[_Task] = collections.deque()
         self._exhausted = False  # the sampler has no more batches this epoch
+        # batches of threads that ran worker_init_fn come from those threads only
+        self._pace = _Pace(self._bound, enabled=loader.worker_init_fn is None)
         columns_of = self._dataset if self._collate_fn is collate.default_collate else None
         self._pipeline = _Pipeline(fetch, self._collate_fn, self._num_workers, loader.worker_init_fn,
-                                   self._pin_memory, columns_of, clocks, self._auto_collation)
+                                   self._pin_memory, columns_of, clocks, self._auto_collation, loop_clock)
         self._finalizer = weakref.finalize(self, self._pipeline.close, self._pending)
         self._fill()
 
@@ -254,11 +386,13 @@ class ThreadedIterator(_BaseDataLoaderIter):
             self._pipeline.cancel(self._pending)
             self._pending.clear()
             self._exhausted = False
+            self._pace.restart()
             self._fill()
 
     def _fill(self) -> None:
-        """Queues tasks until ``_bound`` are pending or the sampler is exhausted."""
-        while len(self._pending) < self._bound and not self._exhausted:
+        """Queues tasks until ``_bound`` are pending or the sampler is exhausted (none while
+        the training thread produces the batches itself)."""
+        while len(self._pending) < self._bound and not self._exhausted and not self._pace.inline:
             try:
                 index = self._next_index()
             except StopIteration:
@@ -269,24 +403,42 @@ class ThreadedIterator(_BaseDataLoaderIter):
             self._pipeline.submit(task)
 
     def _next_data(self) -> Any:
-        if not self._pending:
-            self._fill()
+        error = None
+        if self._pace.inline and not self._pending:
+            try:
+                index = self._next_index()
+            except StopIteration:
+                self._exhausted = True
+                self._end()
+            batch = self._pipeline.produce_here(index)
+        else:
             if not self._pending:
-                if not self._persistent_workers:
-                    self._shutdown()
-                raise StopIteration
-        task = self._pending[0]
-        if not task.done.wait(self._timeout or None):
-            raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
-        self._pending.popleft()
+                self._fill()
+                if not self._pending:
+                    self._end()
+            task = self._pending[0]
+            if not task.done.wait(self._timeout or None):
+                raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+            self._pending.popleft()
+            batch, error = task.batch, task.error
+        self._pace.handed_out(len(self._pending))
         self._fill()
-        if task.error is not None:
-            raise task.error
-        return task.batch
+        if error is not None:
+            raise error
+        return batch
+
+    def _end(self) -> None:
+        """The epoch has no batch left: raises ``StopIteration`` (the threads stopped, unless
+        they persist)."""
+        if not self._persistent_workers:
+            self._shutdown()
+        raise StopIteration
 
     def _shutdown(self) -> None:
         """Stops the threads now (the finalizer then has nothing left to do)."""
         self._finalizer()
 
     def __repr__(self) -> str:
-        return f"<ThreadedIterator: {self._num_workers} threads, {len(self._pending)} batches pending>"
+        fetching = "the training thread" if self._pace.inline else "the threads"
+        return (f"<ThreadedIterator: {self._num_workers} threads, {len(self._pending)} batches pending, "
+                f"fetched by {fetching}>")

@@ -514,13 +514,16 @@ def columns_welcome(dataset: Any) -> bool:
 _THREAD = threading.local()  # in a loader thread: the dataset it reads in columns, and its buffers
 
 
-def read_columns_in_this_thread(dataset: Any) -> None:
+def read_columns_in_this_thread(dataset: Any, pool: Any = None) -> tuple[Any, Any]:
     """This thread fetches batches of ``dataset`` for a loader whose collate takes
     ``Collated`` batches: see ``columns_welcome``; its ``BytesColumn`` values become lists
-    of views in ``columns_as_views``."""
+    of views in ``columns_as_views``. They are read into ``pool`` (a ``BufferPool``; None:
+    a new one). Returns the dataset and pool set before (both None: none), to set back."""
     from ffrecord._buffers import BufferPool
 
-    _THREAD.dataset, _THREAD.pool = dataset, BufferPool()
+    before = getattr(_THREAD, "dataset", None), getattr(_THREAD, "pool", None)
+    _THREAD.dataset, _THREAD.pool = dataset, (pool if pool is not None or dataset is None else BufferPool())
+    return before
 
 
 def columns_as_views(batch: Any) -> Any:

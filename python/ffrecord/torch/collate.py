@@ -206,10 +206,12 @@ def _new_batch_tensor(shape: tuple, dtype: np.dtype) -> torch.Tensor:
     return _batch_bytes(nbytes).view(_DTYPES[dtype]).view(shape)
 
 
-def pin_batches_in_this_thread() -> None:
+def pin_batches_in_this_thread(pinned: bool = True) -> bool:
     """Batch memory made in this thread from now on is page-locked (a loader thread of a
-    loader with ``pin_memory=True``): the batch then needs no pinned copy."""
-    _local.pinned = True
+    loader with ``pin_memory=True``): the batch then needs no pinned copy. Returns what
+    was set before (``pinned=False`` with it: back to ordinary memory)."""
+    before, _local.pinned = getattr(_local, "pinned", False), pinned
+    return before
 
 
 def _plain_memory() -> bool:
