@@ -11,7 +11,8 @@ alike. Each run prints:
   persistent, so that later epochs pay no start-up);
 - CPU seconds per sample: user + system time of the process and its children (workers are
   waited for before it is read), from before the loader is made to the end, over all samples;
-- first batch: seconds from making the loader to holding its first batch;
+- first batch: seconds from making the loader (and opening its dataset; the modules are
+  imported before, by every contender alike) to holding its first batch;
 - peak RSS: the process's, and the largest child's.
 
 Workloads (page cache warm):
@@ -170,7 +171,10 @@ def run(contender: None, workload: str, kind: str, path: str, pin: bool, epochs:
     import torch  # noqa: F401 (imported before the clock starts, by every contender alike)
 
     if kind.startswith("ffrecord") or workload != "vision":
+        import ffrecord.dataset  # noqa: F401
         import ffrecord.torch  # noqa: F401
+    if workload == "tokens":
+        import ffrecord.tokens  # noqa: F401
     if kind.startswith("ffrecord") and workload == "vision":
         import ffrecord.vision  # noqa: F401
     if kind == "stock" and workload == "vision":

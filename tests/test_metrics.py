@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from ffrecord import FileWriter, UncachedRemoteWarning, metrics  # noqa: E402
 from ffrecord.torch import DataLoader, Dataset  # noqa: E402
 
+from ffr_helpers import run_python  # noqa: E402
 from range_server import RangeServer  # noqa: E402
 
 N, BATCH = 24, 8
@@ -127,6 +128,19 @@ def test_the_server_serves_the_text_on_loopback_until_stopped(path):
     server.stop()  # idempotent
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_a_loader_loads_no_http_server_until_metrics_are_served():
+    out = run_python("""
+        import sys
+        from ffrecord import metrics
+        from ffrecord.torch import DataLoader
+        loader = DataLoader(list(range(4)), batch_size=2)
+        before = "http.server" in sys.modules
+        with metrics.serve(0):
+            print(before, "http.server" in sys.modules)
+    """)
+    assert out == "False True"
 
 
 @pytest.mark.parametrize("port", [-1, 65536, "80", True, 1.5])

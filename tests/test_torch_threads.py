@@ -187,8 +187,9 @@ def test_an_exception_on_a_thread_reaches_the_loop_with_its_type_and_traceback(f
     assert len(got) == 3  # the batches before it arrived
     frames = [frame.name for frame in traceback.extract_tb(caught.value.__traceback__)]
     assert frames[-2:] == ["process", "explode"]
-    assert caught.value.__notes__ == ["in ffrecord DataLoader thread 0"] or caught.value.__notes__ == [
-        "in ffrecord DataLoader thread 1"]
+    # where it was raised: a thread, or the training thread when it made that batch (no thread had begun it)
+    assert caught.value.__notes__ in (["in ffrecord DataLoader thread 0"], ["in ffrecord DataLoader thread 1"],
+                                      ["in ffrecord DataLoader, fetched on the training thread"])
 
 
 def test_breaking_out_of_an_epoch_stops_the_threads(ffr):
@@ -540,3 +541,34 @@ def test_module_examples_run():
     import doctest
 
     assert doctest.testmod(_threads).failed == 0
+
+
+@pytest.fixture
+def gated_threads(monkeypatch):
+    """The loader threads cannot begin a batch until the returned event is set."""
+    gate = threading.Event()
+    claim = _threads._Pipeline.claim
+
+    def gated(self, task):
+        if threading.current_thread().name.startswith("ffrecord-loader-"):
+            assert gate.wait(30)
+        return claim(self, task)
+
+    monkeypatch.setattr(_threads._Pipeline, "claim", gated)
+    yield gate
+    gate.set()
+
+
+@pytest.mark.parametrize("options", [{}, {"worker_init_fn": lambda k: None}, {"timeout": 30}])
+def test_a_batch_no_thread_has_begun_is_made_by_the_training_thread_unless_threads_are_asked_to(
+        ffr, gated_threads, options):
+    expected = [[i for i, _ in batch] for batch in DataLoader(Where(ffr), batch_size=4, collate_fn=list)]
+    iterator = iter(DataLoader(Where(ffr), batch_size=4, collate_fn=list, **THREADS, **options))
+    if options:  # the first batch waits for a thread
+        threading.Timer(0.2, gated_threads.set).start()
+    first = next(iterator)
+    gated_threads.set()
+    batches = [first, *iterator]
+    assert [[i for i, _ in batch] for batch in batches] == expected
+    (maker,) = {name for _, name in first}
+    assert maker.startswith("ffrecord-loader-") if options else maker == threading.current_thread().name

@@ -15,7 +15,7 @@ True
 
 from __future__ import annotations
 
-import http.server
+import functools
 import operator
 import threading
 import weakref
@@ -121,22 +121,30 @@ def _value(value: float) -> str:
     return str(value) if isinstance(value, int) else repr(float(value))
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    server_version = "ffrecord-metrics"
+@functools.cache
+def _handler() -> type:
+    """The server's request handler class, made on first use: ``http.server`` (4 ms to
+    import) is loaded only by a process that serves its metrics, not by every loader's."""
+    import http.server
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        if self.path.split("?", 1)[0] not in ("/metrics", "/"):
-            self.send_error(404, "metrics are at /metrics")
-            return
-        body = text().encode()
-        self.send_response(200)
-        self.send_header("Content-Type", CONTENT_TYPE)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    class Handler(http.server.BaseHTTPRequestHandler):
+        server_version = "ffrecord-metrics"
 
-    def log_message(self, format: str, *args: Any) -> None:  # a scraper's every visit is no news
-        pass
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path.split("?", 1)[0] not in ("/metrics", "/"):
+                self.send_error(404, "metrics are at /metrics")
+                return
+            body = text().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # a scraper's every visit is no news
+            pass
+
+    return Handler
 
 
 class MetricsServer:
@@ -153,7 +161,9 @@ class MetricsServer:
     def __init__(self, port: int = 0) -> None:
         if isinstance(port, bool) or not 0 <= operator.index(port) <= 65535:
             raise ValueError(f"port must be an int from 0 (any free port) to 65535, not {port!r}")
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", operator.index(port)), _Handler)
+        import http.server
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", operator.index(port)), _handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
                                         name="ffrecord-metrics", daemon=True)

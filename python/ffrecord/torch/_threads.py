@@ -12,7 +12,9 @@ loader's sampler (where torch's own iterators draw them: a user's sampler, or a 
 the training loop also draws from, is never touched by another thread) and queues a
 ``_Task``; one of the threads fetches it (``dataset.__getitems__`` or one item at a time,
 exactly as with 0 workers), collates it, pins it when asked, and marks it done; the training
-thread hands the batches out in the order it queued them. At most ``num_workers ×
+thread hands the batches out in the order it queued them. A batch it must wait for that no
+thread has begun yet (the threads are starting, or waking up) it makes itself, rather than
+wait, unless a ``worker_init_fn`` or a ``timeout`` is given. At most ``num_workers ×
 prefetch_factor`` batches are queued or held done and not yet handed out (torch's bound):
 a new task is queued only as a batch is handed out.
 
@@ -21,7 +23,7 @@ thread and back (a few token blocks, small records: tens of microseconds, agains
 and the GIL passed twice), the training thread makes the next batches itself, as with 0
 workers, in the same order, from the same sampler, pinned and read as the threads would.
 ``_Pace`` times both ways as the loop sees them and keeps the faster, timing them again now
-and then; a loader with a ``worker_init_fn`` always fetches on its threads.
+and then; a loader with a ``worker_init_fn`` or a ``timeout`` always fetches on its threads.
 
 Everything the loader's state relies on is what 0 workers do: the same batch objects
 (``sampler.Batch``, with their per-datapoint seeds and prefetch hints) reach the same
@@ -168,10 +170,8 @@ class _Pipeline:
             task = self.queue.get()
             if task is None:
                 return
-            with self.lock:
-                if task.cancelled:
-                    continue
-                task.started = True
+            if not self.claim(task):  # cancelled, or the training thread took it
+                continue
             try:
                 if failure is not None:
                     raise failure
@@ -215,6 +215,15 @@ class _Pipeline:
 
     def submit(self, task: _Task) -> None:
         self.queue.put(task)
+
+    def claim(self, task: _Task) -> bool:
+        """Marks ``task`` started for the calling thread; False when it is cancelled or
+        another thread has it."""
+        with self.lock:
+            if task.cancelled or task.started:
+                return False
+            task.started = True
+            return True
 
     def cancel(self, tasks: Any) -> None:
         """Tasks nobody will ask for: those not started are skipped, those started are
@@ -371,8 +380,9 @@ class ThreadedIterator(_BaseDataLoaderIter):
         self._bound = max(1, self._num_workers * (loader.prefetch_factor or 1))
         self._pending: collections.deque[_Task] = collections.deque()
         self._exhausted = False  # the sampler has no more batches this epoch
-        # batches of threads that ran worker_init_fn come from those threads only
-        self._pace = _Pace(self._bound, enabled=loader.worker_init_fn is None)
+        # batches of threads that ran worker_init_fn come from those threads only; with a
+        # timeout, from threads that it watches (a batch stuck on the training thread is not)
+        self._pace = _Pace(self._bound, enabled=loader.worker_init_fn is None and not self._timeout)
         columns_of = self._dataset if self._collate_fn is collate.default_collate else None
         self._pipeline = _Pipeline(fetch, self._collate_fn, self._num_workers, loader.worker_init_fn,
                                    self._pin_memory, columns_of, clocks, self._auto_collation, loop_clock)
@@ -417,10 +427,18 @@ class ThreadedIterator(_BaseDataLoaderIter):
                 if not self._pending:
                     self._end()
             task = self._pending[0]
-            if not task.done.wait(self._timeout or None):
-                raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
-            self._pending.popleft()
-            batch, error = task.batch, task.error
+            if self._pace.enabled and self._pipeline.claim(task):
+                # no thread has begun it (they are waking up, or starting): rather than wait
+                self._pending.popleft()
+                try:
+                    batch = self._pipeline.produce_here(task.index)
+                except BaseException as exc:  # raised once the next batches are queued
+                    batch, error = None, exc
+            else:
+                if not task.done.wait(self._timeout or None):
+                    raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+                self._pending.popleft()
+                batch, error = task.batch, task.error
         self._pace.handed_out(len(self._pending))
         self._fill()
         if error is not None:

@@ -231,7 +231,7 @@ class DataLoader(torch.utils.data.DataLoader):
     start-up, pickling or transport (see ``_threads``; a map-style dataset only). Where a
     batch costs less than handing it to a thread and back (tens of microseconds: a few token
     blocks), the training thread makes the batches itself, in the same order, while that
-    measures faster (unless a ``worker_init_fn`` is given).
+    measures faster (unless a ``worker_init_fn`` or a ``timeout`` is given).
     ``"auto"``: threads for ffrecord's own datasets, processes otherwise.
 
     ``shared_memory`` (default True): worker batches travel in shared memory, not through
