@@ -572,3 +572,30 @@ def test_a_batch_no_thread_has_begun_is_made_by_the_training_thread_unless_threa
     assert [[i for i, _ in batch] for batch in batches] == expected
     (maker,) = {name for _, name in first}
     assert maker.startswith("ffrecord-loader-") if options else maker == threading.current_thread().name
+
+
+class FirstAlone(torch.utils.data.Dataset):
+    """Notes how many batches had begun when the first one was done (after a pause in which
+    any other thread would have begun one)."""
+
+    def __init__(self) -> None:
+        self.begun, self.lock, self.begun_by_first = 0, threading.Lock(), None
+
+    def __len__(self) -> int:
+        return 40
+
+    def __getitems__(self, indices):
+        with self.lock:
+            self.begun += 1
+        if indices[0] == 0:
+            time.sleep(0.2)
+            self.begun_by_first = self.begun
+        return list(indices)
+
+
+@pytest.mark.parametrize("options", [{}, {"worker_init_fn": lambda k: None}])
+def test_the_first_batch_is_fetched_alone(options):
+    dataset = FirstAlone()
+    batches = [b.tolist() for b in DataLoader(dataset, batch_size=4, **THREADS, **options)]
+    assert batches == [list(range(k, k + 4)) for k in range(0, 40, 4)]
+    assert dataset.begun_by_first == 1
