@@ -121,3 +121,68 @@ def test_the_loader_hints_a_structured_source_its_next_batch():
                         shuffle=True, seed=0)
     batches = [batch.tolist() for batch in loader]
     assert source.hints and source.hints == batches[1:len(source.hints) + 1]
+
+
+def same(a, b) -> bool:
+    """Equal batches, down to the types of their values."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and torch.equal(a, b)
+    return a == b
+
+
+@pytest.fixture(scope="module")
+def columns(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every kind of field a batch is read in columns around: bytes of varying sizes (empty
+    ones too) and of one size, numbers, text, arrays."""
+    import numpy as np
+
+    path = tmp_path_factory.mktemp("columns") / "data"
+    spec = {"blob": "bytes", "fixed": "bytes", "n": "int", "x": "float", "name": "utf8", "v": "array"}
+    with DatasetWriter(path, spec) as writer:
+        for k in range(50):
+            writer.append({"blob": bytes([k]) * (k % 7), "fixed": bytes([k, 255 - k, 7]), "n": k - 20,
+                           "x": k / 3, "name": f"d{k}é", "v": np.full(2, k, np.int16)})
+    return path
+
+
+@pytest.mark.parametrize("mask", [None, ["blob", "n"], ["fixed"], "blob", ["fixed", "name", "v"]])
+def test_0_workers_read_in_columns_give_the_batches_of_datapoints(columns: Path, mask) -> None:
+    reader = DatasetReader(columns)
+    data = StructuredDataset(reader, mask=mask)
+    assert data.reads_in_columns
+    for options in (dict(batch_size=7, shuffle=True, seed=3), dict(batch_size=50), dict(batch_size=1)):
+        # torch's own collate takes datapoints: the loader reads them one by one
+        expected = list(DataLoader(data, collate_fn=torch.utils.data.default_collate, **options))
+        got = list(DataLoader(data, **options))  # every batch kept: none shares another's memory
+        assert len(got) == len(expected) and all(same(g, e) for g, e in zip(got, expected)), (mask, options)
+
+
+def test_0_workers_read_sharded_and_mixed_sources_in_columns(tmp_path: Path) -> None:
+    spec = {"blob": "bytes", "n": "int"}
+    with ShardedDatasetWriter(tmp_path / "sharded", spec, shardlen=6) as writer:
+        for k in range(20):
+            writer.append({"blob": b"s" * k, "n": k})
+    with DatasetWriter(tmp_path / "plain", spec) as writer:
+        for k in range(9):
+            writer.append({"blob": b"p" * (k % 3), "n": -k})
+    sharded = ShardedDatasetReader(tmp_path / "sharded")
+    for source in (sharded, Mixture([sharded, DatasetReader(tmp_path / "plain")], weights=[1, 1], seed=2)):
+        data = StructuredDataset(source, mask=["blob", "n"])
+        assert data.reads_in_columns
+        options = dict(batch_size=4, shuffle=True, seed=1)
+        expected = list(DataLoader(data, collate_fn=torch.utils.data.default_collate, **options))
+        assert all(same(g, e) for g, e in zip(DataLoader(data, **options), expected))
+
+
+def test_a_transform_or_a_collate_of_ones_own_reads_datapoints(columns: Path) -> None:
+    reader = DatasetReader(columns)
+    assert not StructuredDataset(reader, transform=lambda d: d).reads_in_columns
+    seen = []
+    list(DataLoader(StructuredDataset(reader, mask=["blob"]), batch_size=5, collate_fn=seen.append))
+    assert all(type(batch) is list and type(batch[0]) is dict for batch in seen)

@@ -40,7 +40,7 @@ from torch.utils.data._utils.pin_memory import pin_memory as _torch_pin_memory
 
 from ffrecord import _timing
 
-__all__ = ["BytesColumn", "Packed", "Receiving", "TaskGroup", "WorkerCollate", "WorkerStart",
+__all__ = ["BytesColumn", "ColumnsHere", "Packed", "Receiving", "TaskGroup", "WorkerCollate", "WorkerStart",
            "columns_as_views", "columns_welcome", "datapoints", "each_batch", "forget_exited_workers",
            "read_columns_in_this_thread", "receive", "received", "scratch", "slot_bytes"]
 
@@ -93,16 +93,29 @@ class BytesColumn:
     def views(self) -> list[memoryview]:
         """The values as read-only ``memoryview`` objects of the buffer (what a loader
         thread hands on: no copy)."""
-        bounds = (self.count, self.size) if self.offsets is None else np.asarray(self.offsets, np.int64).tolist()
-        return _column_views(memoryview(self.buffer).cast("B").toreadonly(), bounds)
+        return _column_views(memoryview(self.buffer).cast("B").toreadonly(), self._bounds())
+
+    def values(self) -> list[bytes]:
+        """The values as ``bytes`` (what 0 workers hand on, as torch's collate makes them):
+        sliced out of one copy of the buffer, which is free again at once.
+
+        >>> BytesColumn(np.frombuffer(b"abbccc", np.uint8), np.array([0, 1, 3, 6])).values()
+        [b'a', b'bb', b'ccc']
+        """
+        bounds = self._bounds()
+        end = bounds[0] * bounds[1] if type(bounds) is tuple else bounds[-1]
+        return _column_views(memoryview(self.buffer).cast("B")[:end].tobytes(), bounds)
+
+    def _bounds(self) -> tuple[int, int] | list[int]:
+        return (self.count, self.size) if self.offsets is None else np.asarray(self.offsets, np.int64).tolist()
 
     def __repr__(self) -> str:
         return f"<BytesColumn: {len(self)} values, {self.buffer.nbytes} bytes>"
 
 
-def _column_views(view: memoryview, bounds: tuple[int, int] | list[int]) -> list[memoryview]:
-    """The values of a column lying in ``view``: ``(count, size)`` of values of one size,
-    or the list of their ``count + 1`` offsets."""
+def _column_views(view: Any, bounds: tuple[int, int] | list[int]) -> list[Any]:
+    """The values of a column lying in ``view`` (a ``memoryview``, or ``bytes``): ``(count,
+    size)`` of values of one size, or the list of their ``count + 1`` offsets."""
     if type(bounds) is tuple:
         count, size = bounds
         if not size:
@@ -524,6 +537,30 @@ def read_columns_in_this_thread(dataset: Any, pool: Any = None) -> tuple[Any, An
     before = getattr(_THREAD, "dataset", None), getattr(_THREAD, "pool", None)
     _THREAD.dataset, _THREAD.pool = dataset, (pool if pool is not None or dataset is None else BufferPool())
     return before
+
+
+class ColumnsHere:
+    """``fetch`` (torch's fetch of a batch, with 0 workers) made by the training thread in
+    columns, as a loader thread makes it (see ``columns_welcome``): each ``bytes`` field read
+    by one call into one buffer of this thread's, no object per datapoint, then its values
+    handed on as ``bytes``, the type torch's collate gives with 0 workers. For a
+    ``StructuredDataset`` of 16 KiB ``bytes`` and an ``int``, about 1.3× faster than a
+    datapoint at a time."""
+
+    def __init__(self, fetch: Callable[[Any], Any], dataset: Any) -> None:
+        from ffrecord._buffers import BufferPool
+
+        self.fetch, self.dataset, self.pool = fetch, dataset, BufferPool()
+
+    def __call__(self, index: Any) -> Any:
+        before = read_columns_in_this_thread(self.dataset, self.pool)
+        try:
+            batch = self.fetch(index)
+        finally:
+            read_columns_in_this_thread(*before)
+        if type(batch) is not dict:
+            return batch
+        return {name: value.values() if type(value) is BytesColumn else value for name, value in batch.items()}
 
 
 def columns_as_views(batch: Any) -> Any:

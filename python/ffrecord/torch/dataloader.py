@@ -473,11 +473,15 @@ class DataLoader(torch.utils.data.DataLoader):
 
     def _get_iterator(self) -> Any:
         """torch's iterator for the workers asked for: threads of this process (``_threads``)
-        or torch's own (processes, or none: then its collation is timed, see ``_stats``)."""
+        or torch's own (processes, or none: then its collation is timed, see ``_stats``, and
+        a dataset that reads in columns is read so, see ``_transport.ColumnsHere``)."""
         if self._on_threads:
             return _threads.ThreadedIterator(self, self._stats.threads, self._stats.loop)
         iterator = super()._get_iterator()
         fetcher = getattr(iterator, "_dataset_fetcher", None)  # torch's, with 0 workers
+        if (fetcher is not None and iterator._auto_collation and fetcher.collate_fn is default_collate
+                and getattr(iterator._dataset, "reads_in_columns", False)):
+            fetcher.fetch = _transport.ColumnsHere(fetcher.fetch, iterator._dataset)
         if self._stats.fetches_here and fetcher is not None:
             fetcher.collate_fn = _stats.TimedCollate(fetcher.collate_fn, self._stats.loop, iterator._auto_collation)
         return iterator

@@ -75,6 +75,12 @@ class StructuredDataset(torch.utils.data.Dataset):
         source.read([], mask)  # a bad mask fails here, not in a worker
         self._columns = _column_plan(source, mask) if transform is None else None
 
+    @property
+    def reads_in_columns(self) -> bool:
+        """True when a loader whose collate is the default reads batches of it field by
+        field (``bytes`` fields into one buffer each) rather than datapoint by datapoint."""
+        return self._columns is not None
+
     def __len__(self) -> int:
         return len(self.source)
 
