@@ -98,26 +98,6 @@ def datasets(ffr, structured, tmp_path):
     ]
 
 
-def test_threads_give_the_batches_of_0_workers(ffr, structured, tmp_path):
-    for name, dataset, options in datasets(ffr, structured, tmp_path):
-        options = {"batch_size": 7, "shuffle": True, "seed": 5, **options}
-        if "order" in options:
-            options.pop("seed"), options.pop("shuffle")
-        reference = DataLoader(dataset, **options)
-        expected = [[plain(b) for b in reference] for _ in range(2)]  # two epochs
-        for prefetch in (1, 3):
-            loader = DataLoader(dataset, prefetch_factor=prefetch, **THREADS, **options)
-            assert [[plain(b) for b in loader] for _ in range(2)] == expected, name
-
-
-def test_bytes_fields_arrive_as_read_only_views(structured):
-    batch = next(iter(DataLoader(StructuredDataset(DatasetReader(structured), mask=["image", "label"]),
-                                 batch_size=4, **THREADS)))
-    assert all(type(v) is memoryview and v.readonly for v in batch["image"])
-    assert [bytes(v) for v in batch["image"]] == [bytes([k]) * (k + 1) for k in range(4)]
-    assert batch["label"].tolist() == [0, 1, 2, 3]
-
-
 @pytest.mark.parametrize("persistent", [False, True])
 def test_state_mid_epoch_resumes_exactly(ffr, persistent):
     options = dict(batch_size=4, shuffle=True, seed=8, persistent_workers=persistent, **THREADS)
@@ -441,33 +421,37 @@ class TrainingThread(_threads._Pace):
         pass
 
 
-@pytest.fixture(params=[Switching, TrainingThread])
-def taking_over(request, monkeypatch):
-    monkeypatch.setattr(_threads, "_Pace", request.param)
+@pytest.fixture(params=["timed", Switching, TrainingThread])
+def any_maker(request, monkeypatch):
+    """The loader's own choice of who makes the batches, or one of the tests' above."""
+    if request.param != "timed":
+        monkeypatch.setattr(_threads, "_Pace", request.param)
     return request.param
 
 
-def test_batches_are_those_of_0_workers_whoever_makes_them(ffr, structured, tmp_path, taking_over):
+def test_threads_give_the_batches_of_0_workers_whoever_makes_them(ffr, structured, tmp_path, any_maker):
     for name, dataset, options in datasets(ffr, structured, tmp_path):
-        options = {"batch_size": 5, "shuffle": True, "seed": 5, **options}
+        options = {"batch_size": 7, "shuffle": True, "seed": 5, **options}
         if "order" in options:
             options.pop("seed"), options.pop("shuffle")
         reference = DataLoader(dataset, **options)
         expected = [[plain(b) for b in reference] for _ in range(2)]  # two epochs
-        for persistent in (False, True):
-            loader = DataLoader(dataset, persistent_workers=persistent, **THREADS, **options)
+        for prefetch, persistent in ((1, False), (3, True)):
+            loader = DataLoader(dataset, prefetch_factor=prefetch, persistent_workers=persistent, **THREADS,
+                                **options)
             assert [[plain(b) for b in loader] for _ in range(2)] == expected, name
 
 
-def test_bytes_fields_are_views_whoever_makes_the_batch(structured, taking_over):
+def test_bytes_fields_are_views_whoever_makes_the_batch(structured, any_maker):
     loader = DataLoader(StructuredDataset(DatasetReader(structured), mask=["image", "label"]), batch_size=4,
                         **THREADS)
     batches = list(loader)
     assert all(type(v) is memoryview and v.readonly for batch in batches for v in batch["image"])
     assert [bytes(v) for batch in batches for v in batch["image"]] == [bytes([k]) * (k + 1) for k in range(N)]
+    assert [label for batch in batches for label in batch["label"].tolist()] == list(range(N))
 
 
-def test_a_state_taken_at_any_batch_resumes_exactly_whoever_makes_them(ffr, taking_over):
+def test_a_state_taken_at_any_batch_resumes_exactly_whoever_makes_them(ffr, any_maker):
     options = dict(batch_size=4, shuffle=True, seed=8)
     expected = epoch_batches(make_loader(ffr, **options))
     for stop in range(1, 8):
@@ -481,7 +465,7 @@ def test_a_state_taken_at_any_batch_resumes_exactly_whoever_makes_them(ffr, taki
         assert got + epoch_batches(resumed) == expected, stop
 
 
-def test_datapoint_seeds_are_the_same_whoever_makes_the_batch(structured, taking_over):
+def test_datapoint_seeds_are_the_same_whoever_makes_the_batch(structured, any_maker):
     def make(**options):
         return DataLoader(StructuredDataset(DatasetReader(structured), transform=lambda d, seed: seed >> 2),
                           batch_size=6, shuffle=True, seed=4, **options)
@@ -529,7 +513,7 @@ def test_batches_the_training_thread_makes_are_timed(ffr, monkeypatch):
     assert "fetched by the training thread" in repr(iter(loader)._inner)
 
 
-def test_breaking_out_while_the_training_thread_fetches_stops_the_threads(ffr, taking_over):
+def test_breaking_out_stops_the_threads_whoever_makes_the_batches(ffr, any_maker):
     loader = make_loader(ffr, **THREADS)
     for k, _ in enumerate(loader):
         if k == 4:
