@@ -43,7 +43,8 @@ def splitmix64_array(x: np.ndarray) -> np.ndarray:
 
 
 def splitmix64(x: int) -> int:
-    """One SplitMix64 step on a Python int: derives independent round keys from a seed."""
+    """One SplitMix64 step on a Python int: derives independent keys from a seed (the
+    orders' and the datapoints' seeds, ``ffrecord.order``)."""
     z = (x + _GOLDEN) & _MASK64
     z = ((z ^ (z >> 30)) * _MIX1) & _MASK64
     z = ((z ^ (z >> 27)) * _MIX2) & _MASK64

@@ -63,6 +63,7 @@ import torch
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from ffrecord import _timing
+from ffrecord._buffers import BufferPool
 
 from . import _transport, collate
 from .dataset import fetch_batch
@@ -114,7 +115,7 @@ class _Task:
         self.batch: Any = None
         self.error: BaseException | None = None
         self.done = threading.Event()
-        self.started = False  # a thread took it (under the pipeline's lock)
+        self.started = False  # a loader thread, or the training thread, took it (claim)
         self.cancelled = False  # nobody will ask for it: a thread that has not started skips it
 
 
@@ -126,8 +127,6 @@ class _Pipeline:
                  worker_init_fn: Callable[[int], Any] | None, pin: bool, columns_of: Any = None,
                  clocks: list[_timing.Clock] | None = None, batched: bool = True,
                  loop_clock: _timing.Clock | None = None) -> None:
-        from ffrecord._buffers import BufferPool
-
         self.fetch = fetch  # a batch's datapoints: what 0 workers fetch
         self.collate_fn = collate_fn
         self.batched = batched

@@ -39,6 +39,7 @@ from torch.utils.data import get_worker_info
 from torch.utils.data._utils.pin_memory import pin_memory as _torch_pin_memory
 
 from ffrecord import _timing
+from ffrecord._buffers import BufferPool
 
 __all__ = ["BytesColumn", "ColumnsHere", "Packed", "Receiving", "TaskGroup", "WorkerCollate", "WorkerStart",
            "columns_as_views", "columns_welcome", "datapoints", "each_batch", "forget_exited_workers",
@@ -532,8 +533,6 @@ def read_columns_in_this_thread(dataset: Any, pool: Any = None) -> tuple[Any, An
     ``Collated`` batches: see ``columns_welcome``; its ``BytesColumn`` values become lists
     of views in ``columns_as_views``. They are read into ``pool`` (a ``BufferPool``; None:
     a new one). Returns the dataset and pool set before (both None: none), to set back."""
-    from ffrecord._buffers import BufferPool
-
     before = getattr(_THREAD, "dataset", None), getattr(_THREAD, "pool", None)
     _THREAD.dataset, _THREAD.pool = dataset, (pool if pool is not None or dataset is None else BufferPool())
     return before
@@ -548,8 +547,6 @@ class ColumnsHere:
     datapoint at a time."""
 
     def __init__(self, fetch: Callable[[Any], Any], dataset: Any) -> None:
-        from ffrecord._buffers import BufferPool
-
         self.fetch, self.dataset, self.pool = fetch, dataset, BufferPool()
 
     def __call__(self, index: Any) -> Any:
