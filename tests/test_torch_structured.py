@@ -136,14 +136,17 @@ def same(a, b) -> bool:
     return a == b
 
 
-@pytest.fixture(scope="module")
-def columns(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=["", ":lz4", ":zstd"])
+def columns(tmp_path_factory: pytest.TempPathFactory, request) -> Path:
     """Every kind of field a batch is read in columns around: bytes of varying sizes (empty
-    ones too) and of one size, numbers, text, arrays."""
+    ones too) and of one size, numbers, text, arrays; stored plain, or compressed by each
+    codec."""
     import numpy as np
 
     path = tmp_path_factory.mktemp("columns") / "data"
-    spec = {"blob": "bytes", "fixed": "bytes", "n": "int", "x": "float", "name": "utf8", "v": "array"}
+    codec = request.param  # "blob" stays plain, for the batch to be read in columns around the others
+    spec = {"blob": "bytes", "fixed": f"bytes{codec}", "n": f"int{codec}", "x": "float", "name": "utf8",
+            "v": f"array{codec}"}
     with DatasetWriter(path, spec) as writer:
         for k in range(50):
             writer.append({"blob": bytes([k]) * (k % 7), "fixed": bytes([k, 255 - k, 7]), "n": k - 20,
@@ -155,7 +158,9 @@ def columns(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_0_workers_read_in_columns_give_the_batches_of_datapoints(columns: Path, mask) -> None:
     reader = DatasetReader(columns)
     data = StructuredDataset(reader, mask=mask)
-    assert data.reads_in_columns
+    selected = [mask] if isinstance(mask, str) else mask or list(reader.spec)
+    # a field of plain bytes selected: the batch is read in columns (compressed ones are not)
+    assert data.reads_in_columns == any(reader.spec[name] == "bytes" for name in selected)
     for options in (dict(batch_size=7, shuffle=True, seed=3), dict(batch_size=50), dict(batch_size=1)):
         # torch's own collate takes datapoints: the loader reads them one by one
         expected = list(DataLoader(data, collate_fn=torch.utils.data.default_collate, **options))
