@@ -191,3 +191,23 @@ def test_a_transform_or_a_collate_of_ones_own_reads_datapoints(columns: Path) ->
     seen = []
     list(DataLoader(StructuredDataset(reader, mask=["blob"]), batch_size=5, collate_fn=seen.append))
     assert all(type(batch) is list and type(batch[0]) is dict for batch in seen)
+
+
+def test_a_0_worker_loader_read_in_columns_frees_its_dataset_without_the_garbage_collector(columns: Path) -> None:
+    import gc
+    import weakref
+
+    data = StructuredDataset(DatasetReader(columns), mask=["blob", "n"])
+    assert data.reads_in_columns
+    gone = weakref.ref(data)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        loader = DataLoader(data, batch_size=4)
+        iterator = iter(loader)
+        next(iterator)
+        del data, loader, iterator  # reference counts alone free them (its files close at once)
+        assert gone() is None
+    finally:
+        if enabled:
+            gc.enable()

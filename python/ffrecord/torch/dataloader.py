@@ -481,7 +481,7 @@ class DataLoader(torch.utils.data.DataLoader):
         fetcher = getattr(iterator, "_dataset_fetcher", None)  # torch's, with 0 workers
         if (fetcher is not None and iterator._auto_collation and fetcher.collate_fn is default_collate
                 and getattr(iterator._dataset, "reads_in_columns", False)):
-            fetcher.fetch = _transport.ColumnsHere(fetcher.fetch, iterator._dataset)
+            fetcher.fetch = _transport.ColumnsHere(fetcher, iterator._dataset)
         if self._stats.fetches_here and fetcher is not None:
             fetcher.collate_fn = _stats.TimedCollate(fetcher.collate_fn, self._stats.loop, iterator._auto_collation)
         return iterator
