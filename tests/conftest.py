@@ -7,7 +7,9 @@ handler runs, still ends the run with every thread's stack instead of hanging CI
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,3 +39,13 @@ def golden() -> Path:
             pytest.fail("golden files not found: shared/golden must sit beside the repository")
         pytest.skip("golden files not found (set FFRECORD_GOLDEN or put shared/ beside the repo)")
     return folder
+
+
+@pytest.fixture(scope="module")
+def ray_garbage_collected() -> Iterator[None]:
+    """Collects garbage when the module ends, in the suite's process: Ray's gRPC clients left
+    in reference cycles segfault a forked child whose collector frees them (the children of
+    later tests that the stock DataLoader or ``multiprocessing`` fork without freezing the
+    suite's objects first, as ffrecord does)."""
+    yield
+    gc.collect()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import faulthandler
+import gc
 import hashlib
 import os
 import signal
@@ -62,18 +64,54 @@ def run_threads(body: Callable[[int], None], count: int, timeout: float = 60.0) 
         raise errors[0]
 
 
+class FinalizedWhere:
+    """Garbage (it refers to itself) whose finalizer writes down the process it runs in."""
+
+    def __init__(self, record: Path) -> None:
+        self.record, self.me = record, self
+
+    def __del__(self) -> None:
+        with open(self.record, "a") as out:
+            out.write(f"{os.getpid()}\n")
+
+
+@contextlib.contextmanager
+def garbage_pending(record: Path) -> Iterator[None]:
+    """Keeps a ``FinalizedWhere`` garbage uncollected for the duration (the collector off),
+    then collects it: the processes its finalizer ran in are then the lines of ``record``."""
+    gc.collect()
+    gc.disable()
+    try:
+        FinalizedWhere(record)
+        yield
+        gc.collect()
+    finally:
+        gc.enable()
+
+
 def run_in_child(body: Callable[[], None], timeout: float = 60.0) -> None:
     """Runs ``body`` in a child made by ``os.fork``; raises if it fails or outlives ``timeout``.
 
-    The child's traceback comes back through a pipe; a child that hangs is killed, so a hang
-    fails the test instead of the run.
+    The child's traceback comes back through a pipe, a crash's too; a child that hangs is
+    killed, so a hang fails the test instead of the run. The child forks with the suite's
+    objects frozen, as ffrecord's workers do (``ffrecord._processes``): its collector
+    never finalizes what earlier tests left (Ray's gRPC clients crash in a forked child).
     """
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    freeze = not gc.get_freeze_count()  # in a child: its parent's objects are frozen already
+    if freeze:
+        gc.freeze()
+    pid = -1
+    try:
+        pid = os.fork()
+    finally:
+        if freeze and pid != 0:  # the child keeps them frozen
+            gc.unfreeze()
     if pid == 0:  # child: never return into pytest
         status = 0
         try:
             os.close(read_end)
+            faulthandler.enable(write_end, all_threads=True)
             body()
         except BaseException:  # noqa: BLE001 - report everything to the parent
             os.write(write_end, traceback.format_exc().encode())

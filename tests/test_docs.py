@@ -16,6 +16,8 @@ from ffr_helpers import deadline
 
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
+pytestmark = pytest.mark.usefixtures("ray_garbage_collected")  # docs/ray.md runs Ray here
+
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "benchmarks" / "README.md"]
 

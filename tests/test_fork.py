@@ -120,7 +120,7 @@ def test_gc_heavy_work_in_the_child(dataset, used_reader: FileReader, tmp_path: 
 
         def churn(seed: int) -> None:
             with FileReader(out) as mine:
-                for _ in range(8):  # each collection walks the whole suite's heap
+                for _ in range(8):  # Python's collections beside the Go runtime's
                     junk = [bytearray(4096) for _ in range(200)]  # Python-side garbage
                     check_reads(used_reader, samples, seed=seed, rounds=2)
                     batch = mine.read(range(0, 3000, 7))

@@ -49,10 +49,10 @@ def test_docstring_examples_run() -> None:
     import doctest
 
     from ffrecord import (_batch, _buffers, _counters, _file_info, _handle, _indices, _integers, _paths,
-                          _remote, _verification, errors, fileio, reader, writer)
+                          _processes, _remote, _verification, errors, fileio, reader, writer)
 
     for module in (ffrecord, _lib, _batch, _buffers, _counters, _file_info, _handle, _indices, _integers, _paths,
-                   _remote, _verification, errors, fileio, reader, writer):
+                   _processes, _remote, _verification, errors, fileio, reader, writer):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0, module.__name__
 

@@ -19,6 +19,8 @@ from ffrecord.ray import FFRecordDatasink, read_ffrecord, write_ffrecord  # noqa
 from ffrecord.utils import dump  # noqa: E402
 from remote_fixtures import CREDENTIALS, bucket, s3_endpoint  # noqa: E402, F401 - fixtures
 
+pytestmark = pytest.mark.usefixtures("ray_garbage_collected")  # Ray runs in this process
+
 ROWS = 100_000
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import warnings
@@ -12,6 +13,7 @@ import pytest
 
 from ffrecord import FileReader
 from ffrecord.utils import dump
+from ffr_helpers import garbage_pending
 from tools_support import parse_base_format, read_all
 
 
@@ -78,6 +80,23 @@ def test_unpicklable_dataset_uses_fork_or_falls_back_in_process(tmp_path):
     with pytest.warns(UserWarning, match="cannot be pickled"):
         dump(Unpicklable(), tmp_path / "local", nfiles=3, start_method="spawn")
     assert read_all(tmp_path / "local") == read_all(tmp_path / "forked")
+
+
+class Collecting(Squares):
+    """Collects garbage before every sample: in a worker, whatever its collector can see."""
+
+    def __getitem__(self, i: int) -> bytes:
+        gc.collect()
+        return super().__getitem__(i)
+
+
+def test_forked_workers_never_finalize_the_callers_garbage(tmp_path):
+    record = tmp_path / "finalized"
+    with garbage_pending(record):
+        dump(Collecting(), tmp_path / "parts", nfiles=3, max_workers=2, start_method="fork")
+        assert not record.exists(), f"finalized in a worker: {record.read_text()}"
+    assert read_all(tmp_path / "parts") == [Squares()[i] for i in range(50)]
+    assert record.read_text().split() == [str(os.getpid())]
 
 
 class FailsAt(Squares):

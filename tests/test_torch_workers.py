@@ -5,8 +5,10 @@ Child processes run with timeouts: a hang fails the test instead of stalling the
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
+import os
 import subprocess
 import sys
 
@@ -14,6 +16,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from ffr_helpers import garbage_pending  # noqa: E402
+from ffrecord.torch import DataLoader  # noqa: E402
 from torch_scripts.common import (  # noqa: E402
     TESTS_DIR,
     PickleDataset,
@@ -58,6 +62,40 @@ def test_dataset_read_before_forking_workers(ffr):
     loader = torch.utils.data.DataLoader(dataset, batch_size=7, num_workers=2,
                                          multiprocessing_context="fork", timeout=60)
     assert list(itertools.chain(*epoch_batches(loader))) == list(range(N))
+
+
+class CollectingDataset(PickleDataset):
+    """Collects garbage before every batch: in a worker, whatever its collector can see."""
+
+    def process(self, indices: list[int], data: list) -> list:
+        gc.collect()
+        return super().process(indices, data)
+
+
+@pytest.mark.parametrize("method, shared_memory", [(None, True), ("fork", False)])
+def test_forked_workers_never_finalize_the_parents_garbage(ffr, tmp_path, method, shared_memory):
+    """A finalizer of the training process's garbage runs there, never in a worker (some
+    crash in a forked child: Ray's gRPC clients); the parent's collector works as before."""
+    record = tmp_path / "finalized"
+    with garbage_pending(record):
+        loader = DataLoader(CollectingDataset(ffr), batch_size=4, num_workers=2, timeout=60,
+                            multiprocessing_context=method, shared_memory=shared_memory)
+        assert list(itertools.chain(*epoch_batches(loader))) == list(range(N))
+        assert not record.exists(), f"finalized in a worker: {record.read_text()}"
+        assert gc.get_freeze_count() == 0
+    assert record.read_text().split() == [str(os.getpid())]
+
+
+def test_objects_the_process_froze_stay_frozen(ffr):
+    marker = [object()]  # a container: the collector tracks it
+    gc.freeze()
+    try:
+        loader = make_loader(ffr, num_workers=2, timeout=60)
+        assert list(itertools.chain(*epoch_batches(loader))) == list(range(N))
+        assert not any(o is marker for o in gc.get_objects()), "unfrozen by the loader"
+    finally:
+        gc.unfreeze()
+    assert any(o is marker for o in gc.get_objects())
 
 
 def test_script_without_main_guard(ffr):

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .._paths import PathArg
+from .._processes import start_context
 from .._progress import ProgressBar
 from ..dataset.spec import SPEC_FILE, sync_directory
 
@@ -221,7 +222,7 @@ def run_tasks(job: Any, tasks: Sequence[tuple], workers: int, bar: ProgressBar,
     memory) raises ``OSError``."""
     if workers <= 1 or len(tasks) <= 1:
         return [job.write(*task, bar.update, _never) for task in tasks]
-    ctx = mp.get_context(start_method(method))
+    ctx = start_context(start_method(method))
     cancel, queue = ctx.Event(), ctx.Queue()
     counted = bar.count
     with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=ctx, initializer=_init_worker,

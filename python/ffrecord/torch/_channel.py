@@ -38,6 +38,7 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from ffrecord import _timing
+from ffrecord._processes import FrozenForkContext, start_context
 
 # Room kept free in the pipe beyond a message: the kernel counts a pipe's capacity in pages,
 # and the unread bytes may straddle one more page than they fill.
@@ -189,25 +190,19 @@ class _DirectQueues:
         return DirectQueue(ctx=self)
 
 
-# the start methods' contexts, each with DirectQueue queues (those this platform has)
+# the start methods' contexts for workers (see ffrecord._processes), each with DirectQueue queues
 _DIRECT = {kind: type(f"Direct{kind.__name__}", (_DirectQueues, kind), {"__module__": __name__})
-           for kind in (getattr(multiprocessing.context, name, None)
-                        for name in ("ForkContext", "SpawnContext", "ForkServerContext"))
-           if kind is not None}
+           for kind in (FrozenForkContext, multiprocessing.context.SpawnContext,
+                        multiprocessing.context.ForkServerContext)}
 
 
 def direct_queues(context: Any) -> Any:
-    """The start method ``context`` names (a name or a context; None: the one this process
-    fixed, else None), with ``DirectQueue`` worker queues; a context of another kind as it is.
+    """The start method for workers that ``context`` names (see ``_processes.start_context``),
+    with ``DirectQueue`` worker queues; a context of another kind as it is.
 
     >>> direct_queues("spawn").Queue()
     <DirectQueue>
     """
-    if context is None:
-        context = multiprocessing.get_start_method(allow_none=True)
-        if context is None:
-            return None
-    if isinstance(context, str):
-        context = multiprocessing.get_context(context)
+    context = start_context(context)
     direct = _DIRECT.get(type(context))
     return context if direct is None else direct()

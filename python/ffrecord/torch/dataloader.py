@@ -20,6 +20,7 @@ import torch.distributed as dist
 import torch.utils.data
 from torch._utils import ExceptionWrapper
 
+from ffrecord._processes import start_context
 from ffrecord._timing import now
 
 from . import _threads, _transport
@@ -181,18 +182,6 @@ _BARE_NEXT = all(hasattr(torch.utils.data.dataloader._BaseDataLoaderIter, name)
 TASK_GROUP = 4
 
 
-def _default_start_method() -> str | None:
-    """``fork`` unless this process has fixed its start method.
-
-    ``fork`` works in every script, including one with no ``if __name__ == "__main__"``
-    guard, and needs no pickling; the ffrecord library reloads a private copy of itself in a
-    forked child, so readers work there.
-    """
-    if torch.multiprocessing.get_start_method(allow_none=True) is not None:
-        return None
-    return "fork" if "fork" in torch.multiprocessing.get_all_start_methods() else None
-
-
 def _resolve_ranks(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """The given rank and world size, completed from ``torch.distributed`` when initialised."""
     if (rank is None or world_size is None) and dist.is_available() and dist.is_initialized():
@@ -223,7 +212,8 @@ class DataLoader(torch.utils.data.DataLoader):
     order is canonical (``seed=`` or ``order=``, or sequential); see ``_resume.py``.
 
     Workers start with ``fork`` unless ``multiprocessing_context`` is given or the process
-    has fixed its start method; ``forkserver`` and ``spawn`` work too.
+    has fixed its start method; ``forkserver`` and ``spawn`` work too. A forked worker
+    never collects the objects it inherits (``ffrecord._processes``).
 
     ``workers``: what the ``num_workers`` workers are. ``"processes"`` (the default):
     torch's worker processes. ``"threads"``: threads of this process, which fetch, collate
@@ -288,8 +278,8 @@ class DataLoader(torch.utils.data.DataLoader):
         self.name = _stats.loader_name(name)
         processes = num_workers > 0 and _threads.resolve_workers(workers, dataset) == "processes"
         self._on_threads = num_workers > 0 and not processes
-        if processes and multiprocessing_context is None:
-            multiprocessing_context = _default_start_method()
+        if processes:
+            multiprocessing_context = start_context(multiprocessing_context)
         users_collate = collate_fn is not None
         if collate_fn is None and (batch_size is not None or batch_sampler is not None):
             collate_fn = default_collate  # torch's default for batches (auto-collation)
