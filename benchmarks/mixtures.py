@@ -11,15 +11,16 @@ step of the schedule draws them at random, ``--weights uniform`` (about equal) o
 mixtures); a pattern of 65,536 places, so that the smallest weights keep their share. The
 mixture is as long as the plain dataset (``length=``: a member that runs out starts again,
 as a small source upsampled does). The table of open files keeps its bound (``--bound``, default the library's: 128
-files) unless given. Each rank is a fresh process; both run at once; each reads two epochs with persistent
-workers and times the second (the first is reported apart: its workers start, and open each
-member the first time they read it: a training run pays that once, then reads for days);
-descriptors and memory are the most seen in the second. A round runs the
+files) unless given. Each rank is a fresh process; both run at once; each reads ``--epochs``
+epochs with persistent workers after a first one and times them (the first is reported apart:
+its workers start, and open each member the first time they read it: a training run pays that
+once, then reads for days; an epoch of the default sizes lasts about 0.1 s, too short alone to
+time on a shared machine); descriptors and memory are the most seen in the timed epochs. A round runs the
 mixture then the plain dataset, ``--rounds`` rounds, the best round of each reported and
 the ratio of their medians.
 
     python benchmarks/mixtures.py [--members 1000] [--per-member 48] [--bytes 64]
-                                  [--weights uniform,zipf] [--bound 128] [--rounds 3]
+                                  [--weights uniform,zipf] [--bound 128] [--rounds 3] [--epochs 5]
 
 Goals (issue 35): samples/s at least 0.8× the plain dataset's; at most 256 descriptors and
 300 MiB more memory than the plain dataset's per rank; the ledger of one step at 10⁹
@@ -127,13 +128,14 @@ def child(args: argparse.Namespace) -> None:
     first = time.perf_counter() - began
     most_fds, most_rss = _held(os.getpid())
     begin = time.perf_counter()
-    for k, _ in enumerate(loader):
-        if k % 10 == 0:
-            fds, rss = _held(os.getpid())
-            most_fds, most_rss = max(most_fds, fds), max(most_rss, rss)
+    for _ in range(args.epochs):
+        for k, _ in enumerate(loader):
+            if k % 10 == 0:
+                fds, rss = _held(os.getpid())
+                most_fds, most_rss = max(most_fds, fds), max(most_rss, rss)
     elapsed = time.perf_counter() - begin
-    print(json.dumps({"samples_per_s": len(loader) * BATCH / elapsed, "open_s": opened, "first_s": first,
-                      "fds": most_fds, "rss": most_rss}))
+    print(json.dumps({"samples_per_s": args.epochs * len(loader) * BATCH / elapsed, "open_s": opened,
+                      "first_s": first, "fds": most_fds, "rss": most_rss}))
 
 
 def run_ranks(script: str, kind: str, common: list[str]) -> dict[str, float]:
@@ -197,6 +199,7 @@ def main() -> None:
     parser.add_argument("--weights", default="uniform,zipf")
     parser.add_argument("--bound", type=int, default=0, help="the table's bound on open files (0: the library's)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=5, help="epochs timed after the first")
     parser.add_argument("--ledger-members", type=int, default=1000)
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
@@ -216,7 +219,7 @@ def main() -> None:
         (Path(tmp) / "paths.json").write_text(json.dumps(paths))
         print(f"# written in {time.perf_counter() - began:.1f} s")
         common = ["--paths", str(Path(tmp) / "paths.json"), "--plain", plain, "--per-member", str(args.per_member),
-                  "--bound", str(args.bound)]
+                  "--bound", str(args.bound), "--epochs", str(args.epochs)]
         kinds = [k for k in args.weights.split(",") if k]
         rounds: dict[str, list[dict[str, float]]] = {k: [] for k in [*kinds, "plain"]}
         for _ in range(args.rounds):

@@ -2,6 +2,8 @@ package core
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -9,6 +11,12 @@ import (
 // residency first (a system call, see resident), where a lone sample per reader is copied
 // from its mapping at once (fetchOne), so a datapoint's few fields are read reader by reader.
 const jointFrom = 8
+
+// jointResident counts the batches read across readers in a row found in the page cache
+// (see resident), for all such batches of the process: the reader that reads one (its
+// driver) changes from batch to batch in a mixture of many members, so that its own count
+// would seldom reach warmStreak, and every batch would pay probeCount probes.
+var jointResident atomic.Uint64
 
 // ReadAcross reads sample indices[k] of readers[k] for every k back to back into dst, and
 // sets sizes[k] to each one's size, as each reader's ReadBatch would read and check it: a
@@ -28,11 +36,16 @@ func ReadAcross(readers []*Reader, indices []uint64, dst []byte, sizes []uint64)
 	}
 	// Each reader is held once: a second read lock taken while a Close waits would wait
 	// forever.
-	distinct := distinctReaders(readers)
+	sets := readerSets.Get().(*readerSet)
+	distinct := sets.distinct(readers)
 	acquired := 0
 	defer func() {
 		for _, r := range distinct[:acquired] {
 			r.mu.RUnlock()
+		}
+		clear(distinct)
+		if n <= maxPooledItems { // an idle set keeps no more than a pooled batch
+			readerSets.Put(sets)
 		}
 	}()
 	joint := true
@@ -55,6 +68,7 @@ func ReadAcross(readers []*Reader, indices []uint64, dst []byte, sizes []uint64)
 	}
 	b := getBatch(n)
 	defer putBatch(b)
+	b.streak = &jointResident
 	var cur *batchItem
 	return withFaultGuard(faultAt(&cur, readers[0].files[0].path), func() error {
 		for k, index := range indices {
@@ -124,28 +138,42 @@ func forRuns(readers []*Reader, fn func(lo, hi int) error) error {
 	return nil
 }
 
-// distinctReaders returns each reader of readers once, in the order first met: a set by
-// open addressing on the pointers (a sort of a few hundred pointers cost a third of a
+// readerSet finds the distinct readers of a batch; readerSets recycles them, as allocating
+// their tables for every batch of a mixture cost a tenth of its read.
+type readerSet struct {
+	table []*Reader // open addressing on the pointers, empty between uses
+	out   []*Reader
+}
+
+var readerSets = sync.Pool{New: func() any { return new(readerSet) }}
+
+// distinct returns each reader of readers once, in the order first met, in a slice that
+// is the set's own until it is put back (a sort of a few hundred pointers cost a third of a
 // batch's read).
-func distinctReaders(readers []*Reader) []*Reader {
+func (s *readerSet) distinct(readers []*Reader) []*Reader {
 	size := 8
 	for size < 2*len(readers) {
 		size *= 2
 	}
-	set := make([]*Reader, size)
-	out := make([]*Reader, 0, min(len(readers), 64))
+	if len(s.table) < size {
+		s.table = make([]*Reader, size)
+	}
+	table := s.table[:size]
+	out := s.out[:0]
 	for _, r := range readers {
 		h := uint64(uintptr(unsafe.Pointer(r))) * 0x9E3779B97F4A7C15 >> 32
 		for i := int(h) & (size - 1); ; i = (i + 1) & (size - 1) {
-			if set[i] == r {
+			if table[i] == r {
 				break
 			}
-			if set[i] == nil {
-				set[i] = r
+			if table[i] == nil {
+				table[i] = r
 				out = append(out, r)
 				break
 			}
 		}
 	}
+	clear(table)
+	s.out = out
 	return out
 }

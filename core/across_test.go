@@ -140,3 +140,60 @@ func TestReadAcrossRefuses(t *testing.T) {
 		t.Fatalf("a closed reader: %v", err)
 	}
 }
+
+// Batches read across readers count in one residency streak, whichever reader reads each
+// (in a mixture of many members it changes from batch to batch): warm batches raise it to
+// one probe a batch, and a cold one starts it again and still arrives whole.
+func TestJointReadsShareTheResidencyStreak(t *testing.T) {
+	samples := make([][]byte, 600)
+	for i := range samples {
+		samples[i] = bytes.Repeat([]byte{byte(i), byte(i >> 8)}, 2048)
+	}
+	readers := make([]*Reader, 4)
+	paths := make([]string, len(readers))
+	for k := range readers {
+		paths[k] = tempPath(t, []string{"a.ffr", "b.ffr", "c.ffr", "d.ffr"}[k])
+		writeSamples(t, paths[k], samples, WriterOptions{})
+		readers[k] = openReader(t, ReaderOptions{CheckData: true}, paths[k])
+	}
+	batch := func(k int, first uint64) ([]*Reader, []uint64, [][]byte) {
+		rs, indices, want := make([]*Reader, 2*jointFrom), make([]uint64, 2*jointFrom), make([][]byte, 2*jointFrom)
+		for j := range rs {
+			rs[j], indices[j] = readers[(k+j)%len(readers)], first+uint64(j)
+			want[j] = samples[indices[j]]
+		}
+		return rs, indices, want
+	}
+	jointResident.Store(0)
+	for k := range warmStreak + 2 {
+		rs, indices, want := batch(k, 0)
+		got, err := readAcross(rs, indices)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertSamples(t, got, want)
+	}
+	if got := jointResident.Load(); got < warmStreak {
+		t.Fatalf("%d warm joint batches in a row counted, want >= %d", got, warmStreak)
+	}
+	for k, r := range readers {
+		if n := r.residentBatches.Load(); n != 0 {
+			t.Fatalf("reader %d counted %d joint batches as its own", k, n)
+		}
+	}
+	for _, path := range paths {
+		evict(t, path) // the pages the readers mapped stay; samples 300.. never were
+	}
+	rs, indices, want := batch(0, 300)
+	if cached, _ := cachedPages(t, readers[0], indices[:1]); cached != 0 {
+		t.Skipf("the page cache kept %d pages of evicted samples (this file system ignores FADV_DONTNEED)", cached)
+	}
+	got, err := readAcross(rs, indices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSamples(t, got, want)
+	if n := jointResident.Load(); n != 0 {
+		t.Fatalf("a cold joint batch left the warm count at %d", n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ffrecord/ffrecord/core/internal/engine"
@@ -39,6 +40,9 @@ func (it *batchItem) inPlace() bool {
 type batch struct {
 	items []batchItem
 	reqs  []engine.Request
+	// streak counts the batches in a row found in the page cache (see resident): the
+	// reader's own, unless set (ReadAcross: jointResident).
+	streak *atomic.Uint64
 }
 
 // maxPooledItems bounds what an idle pooled batch keeps allocated.
@@ -62,6 +66,7 @@ func putBatch(b *batch) {
 	clear(b.items)
 	clear(b.reqs)
 	b.reqs = b.reqs[:0]
+	b.streak = nil
 	batchPool.Put(b)
 }
 
@@ -173,7 +178,7 @@ func (r *Reader) fetch(b *batch, dst []byte) error {
 	if r.window.streamData && !r.opts.Direct {
 		return r.fetchPastBudget(b, dst)
 	}
-	if r.opts.Direct || !r.resident(b.items) {
+	if r.opts.Direct || !r.resident(b) {
 		return r.readCold(b, dst, r.opts.Direct)
 	}
 	for k := range b.items {
@@ -245,20 +250,25 @@ const (
 // resident guesses whether a batch is in the page cache from a few of its samples: a cold
 // batch copied from the mapping would take one blocking page fault after another, where
 // the engine keeps many reads in flight.
-func (r *Reader) resident(items []batchItem) bool {
+func (r *Reader) resident(b *batch) bool {
+	streak := b.streak
+	if streak == nil {
+		streak = &r.residentBatches
+	}
+	items := b.items
 	probes := probeCount
-	if r.residentBatches.Load() >= warmStreak {
+	if streak.Load() >= warmStreak {
 		probes = warmProbeCount
 	}
 	probes = min(probes, len(items))
 	for p := range probes {
 		it := &items[(2*p+1)*len(items)/(2*probes)]
 		if it.end > it.off && !pageResident(it.file.data, it.off) {
-			r.residentBatches.Store(0)
+			streak.Store(0)
 			return false
 		}
 	}
-	r.residentBatches.Add(1)
+	streak.Add(1)
 	return true
 }
 
@@ -367,7 +377,7 @@ func (r *Reader) readInto(b *batch, dst []byte, cur **batchItem) error {
 		})
 	}
 	return inParallel(parts, cur, func(part []batchItem, cur **batchItem) error {
-		if err := r.fetch(&batch{items: part}, dst); err != nil {
+		if err := r.fetch(&batch{items: part, streak: b.streak}, dst); err != nil {
 			return err
 		}
 		return r.deliverRange(part, dst, cur)

@@ -142,6 +142,16 @@ def run_python(code: str, cwd: str | os.PathLike[str] | None = None, **env: str)
     return result.stdout.strip()
 
 
+def run_benchmark(script: str, *args: str, timeout: float = 300) -> str:
+    """The standard output of ``benchmarks/<script>`` run by a fresh interpreter with
+    ``args``, which must succeed; it imports the installed ffrecord (no ``PYTHONPATH``)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parent.parent / "benchmarks" / script), *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
 def wait_bounded(pid: int, timeout: float) -> int | None:
     """The exit code of ``pid``, or ``None`` after killing it when ``timeout`` runs out."""
     deadline = time.monotonic() + timeout

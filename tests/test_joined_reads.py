@@ -178,3 +178,38 @@ def test_datasets_without_a_manifest_open_without_descriptors_and_pickle_so(tmp_
         assert copy.descriptors is False and all(r.descriptors_held == 0 for r in copy.file_readers())
         assert all(same(a, datapoint(2, k)) for k, a in enumerate(copy.read(range(12))))
         copy.close()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fields_read_at_once_equal_each_field_read_alone(members, seed: int, monkeypatch) -> None:
+    """A loader worker's columns (``_field_batches``): every field's stored values by one call
+    through the kept handles, each into a buffer of its own, as each field read alone gives
+    them; a batch meeting members that cannot be read so (shards) is read field by field."""
+    rng = np.random.default_rng(seed)
+    single_leaves = seed % 3 != 0
+    paths = [str(p) for p in (members[::2] if single_leaves else members)]
+    names = [str(n) for n in rng.permutation(["blob", "n", "x"])[:int(rng.integers(1, 4))]]  # columns' kinds
+    calls = []
+    original = joined._read_sized
+    monkeypatch.setattr(joined, "_read_sized", lambda *a: calls.append(len(a[1])) or original(*a))
+    with Mixture.from_paths(paths, rng.integers(1, 5, len(paths)).tolist()) as mix:
+        idx = rng.integers(0, len(mix), int(rng.integers(1, 40)))
+        buffers = []
+        together = mix._field_batches(names, idx, lambda nbytes: buffers.append(np.empty(nbytes, np.uint8))
+                                      or buffers[-1])
+        if single_leaves:
+            assert calls == [len(idx) * len(names)], seed
+        alone = {name: mix._field_batch(name, idx, None) for name in names}
+    assert list(together) == names and len(buffers) == len(names)
+    for name, (values, sizes, common) in together.items():
+        want_values, want_sizes, want_common = alone[name]
+        assert values.tobytes() == want_values.tobytes() and sizes.tolist() == want_sizes.tolist(), (seed, name)
+        assert common == want_common, (seed, name)
+        assert any(np.shares_memory(values, b) for b in buffers), (seed, name)
+    original_member = [int(p.rsplit("m", 1)[1]) for p in paths]
+    located = [(original_member[m], local) for m, local, _ in map(mix.locate, idx.tolist())]
+    if "blob" in names:
+        values, sizes, _ = together["blob"]
+        assert values.tobytes() == b"".join(datapoint(*where)["blob"] for where in located), seed
+    if "n" in names:
+        assert together["n"][0].view("<i8").tolist() == [datapoint(*where)["n"] for where in located], seed

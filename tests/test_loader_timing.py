@@ -23,6 +23,7 @@ from ffrecord import FileWriter, UncachedRemoteWarning  # noqa: E402
 from ffrecord.torch import DataLoader, Dataset  # noqa: E402
 
 from range_server import RangeServer  # noqa: E402
+from remote_fixtures import bucket, s3_endpoint  # noqa: E402, F401 - fixtures
 
 BATCH, BATCHES = 8, 8
 N = BATCH * BATCHES
@@ -175,3 +176,37 @@ def test_docstring_examples_run():
 
     for module in (_timing, _stats, _transport, dataloader):
         assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0, module.__name__
+
+
+def test_a_workers_walk_for_remote_readers_is_made_again_only_when_one_opens(tmp_path, bucket, monkeypatch):
+    """A loader worker finds the remote readers whose counters it publishes by walking its
+    dataset (every member of a mixture): once, and again only when a remote reader opens,
+    not at every member a mixture opens (its first epoch was quadratic in its members)."""
+    from ffrecord.dataset import DatasetWriter, Mixture
+    from ffrecord.torch import _stats
+
+    client, name, opts = bucket
+    paths = []
+    for j in range(6):
+        paths.append(tmp_path / f"m{j}")
+        with DatasetWriter(paths[-1], {"a": "bytes"}) as writer:
+            for k in range(4):
+                writer.append({"a": bytes([j, k])})
+    for p in paths[-1].rglob("*"):  # the last member also lies in the bucket
+        if p.is_file():
+            client.upload_file(str(p), name, f"m/{p.relative_to(paths[-1])}")
+    walks = []
+    original = _stats._dataset.readers_of
+    monkeypatch.setattr(_stats._dataset, "readers_of", lambda obj: walks.append(1) or original(obj))
+    publisher = _stats._Publisher(torch.zeros(len(_stats.COLUMNS), dtype=torch.int64))
+    with Mixture.from_paths([str(p) for p in paths[:-1]] + [f"s3://{name}/m"], [1] * len(paths),
+                            storage_options=opts) as mix:
+        assert publisher._remote_readers(mix) == [] and len(walks) == 1
+        for k in range(len(mix)):
+            if mix.locate(k)[0] < len(paths) - 1:
+                mix.read([k])  # opens the local members one by one
+                assert publisher._remote_readers(mix) == []
+        assert len(walks) == 1
+        mix.read([next(k for k in range(len(mix)) if mix.locate(k)[0] == len(paths) - 1)])  # the remote one
+        remote = publisher._remote_readers(mix)
+        assert len(walks) == 2 and remote and all(f.startswith(f"s3://{name}/m/") for r in remote for f in r.fnames)

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import _lib
+from .._buffers import address
 from ..errors import E_CLOSED, E_SHORTBUF
 from .errors import CodecError, CorruptDatasetError
 
@@ -115,8 +116,8 @@ def _read_sized(dll: Any, handles: np.ndarray, local: np.ndarray, per_sample: di
     sizes = np.empty(len(idx), np.uint64)
     buf = np.empty(per_sample.get(name, 0) * len(idx) * 5 // 4, np.uint8)
     for _ in range(2):  # a short buffer fills every size: the second call has room
-        status = dll.ffr_readers_read_batch(handles.ctypes.data, idx.ctypes.data, len(idx),
-                                            buf.ctypes.data, buf.nbytes, sizes.ctypes.data)
+        status = dll.ffr_readers_read_batch(address(handles), address(idx), len(idx),
+                                            address(buf), buf.nbytes, address(sizes))
         if status != E_SHORTBUF:
             break
         buf = np.empty(int(sizes.sum()), np.uint8)
@@ -210,29 +211,38 @@ def _handles_of(routed: Any, idx: np.ndarray) -> tuple[LeafHandles, Any, dict[st
     return found
 
 
-def field_batch_by_handles(routed: Any, name: str, idx: np.ndarray, allocate: Callable[[int], np.ndarray] | None,
-                           sizes: dict[str, int]) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """Field ``name``'s stored values at ``idx`` of ``routed`` by one call through the kept
-    handles: ``(buffer, sizes, their one size or -1)``, as ``DatasetReader._field_batch``
-    gives them, or None when they cannot be read so. With ``allocate``, they are copied
-    into the buffer it gives for their size (a loader's slot, asked once: its room is not
-    spent on a guess; a copy costs less than a second pass over the batch). ``sizes`` as
-    for ``read_joined``."""
+def fields_batch_by_handles(routed: Any, names: list[str], idx: np.ndarray,
+                            allocate: Callable[[int], np.ndarray] | None,
+                            sizes: dict[str, int]) -> dict[str, tuple[np.ndarray, np.ndarray, int]] | None:
+    """The stored values of fields ``names`` at ``idx`` of ``routed``, all read by one call
+    through the kept handles (the pairs of every field one after the other: a call's setup,
+    the members' locks among it, is paid once): ``{name: (buffer, sizes, their one size or
+    -1)}``, each as ``DatasetReader._field_batch`` gives it, or None when they cannot be read
+    so. With ``allocate``, each field's values are copied into the buffer it gives for their
+    size (a loader's slot, asked once a field: its room is not spent on a guess; a copy costs
+    less than a second pass over the batch). ``sizes`` as for ``read_joined``."""
     found = _handles_of(routed, idx)
-    if found is None or name not in found[2]:
+    if found is None or any(name not in found[2] for name in names):
         return None
     table, _, handles, local = found
-    read = _read_sized(table._lib.dll, handles[name], local, sizes, name)
+    pairs = len(local)
+    joined = handles[names[0]] if len(names) == 1 else np.concatenate([handles[name] for name in names])
+    read = _read_sized(table._lib.dll, joined, np.tile(local, len(names)), sizes, "\0".join(names))
     if read is None:
         table.forget()
         return None
     buf, each = read
-    if allocate is not None:
-        into = allocate(len(buf))[:len(buf)]
-        into[:] = buf
-        buf = into
-    common = int(each[0]) if len(each) and (each == each[0]).all() else -1
-    return buf, each, common
+    ends = np.cumsum([int(each[k * pairs:(k + 1) * pairs].sum()) for k in range(len(names))]).tolist()
+    out = {}
+    for k, (name, start, end) in enumerate(zip(names, [0, *ends], ends)):
+        values, counts = buf[start:end], each[k * pairs:(k + 1) * pairs]
+        if allocate is not None:
+            into = allocate(len(values))[:len(values)]
+            into[:] = values
+            values = into
+        common = int(counts[0]) if pairs and (counts == counts[0]).all() else -1
+        out[name] = values, counts, common
+    return out
 
 
 def read_by_handles(routed: Any, idx: np.ndarray, mask: Any, worker: bool,

@@ -78,7 +78,9 @@ class OpenReaders:
         self._entries: OrderedDict[Hashable, Lease] = OrderedDict()
         self.files = 0  # files of the readers open (leased or not)
         self.held = 0  # of them, those with a descriptor, or remote
-        self.opened = self.closed = 0
+        # remote readers opened so far: a list of a dataset's remote readers (a loader
+        # worker's I/O counters, torch._stats) holds until this changes
+        self.remote_opened = 0
 
     def _within(self) -> bool:
         return self.held <= self.limit and self.files - self.held <= self.mapped_limit
@@ -115,7 +117,7 @@ class OpenReaders:
             if self._entries.get(key) is entry:
                 self.files += entry.files
                 self.held += entry.held
-            self.opened += 1
+            self.remote_opened += bool(getattr(entry.reader, "_remote", False))
             entry.ready.set()
             victims = self._victims()
         self._close(victims)
@@ -223,7 +225,6 @@ class OpenReaders:
 
     def _close(self, victims: Iterable[Lease]) -> None:
         for entry in victims:
-            self.closed += 1
             entry.reader.close()
 
     def __repr__(self) -> str:

@@ -25,7 +25,7 @@ from . import codecs, columns, scans, sequence
 from .datapoint import DatapointReads, FieldDecodeFailed
 from .errors import (CodecError, CorruptDatasetError, DatasetChangedError, IncompleteDatasetError,
                      MaskError, SequenceRangeError, SpecError)
-from .joined import Part, field_batch_by_handles, read_by_handles, read_joined
+from .joined import Part, fields_batch_by_handles, read_by_handles, read_joined
 from .spec import SPEC_FILE, Field, parse_spec_document, read_spec_and_metadata
 
 # Remote field files opened at once by a DatasetReader (each open is a request).
@@ -638,6 +638,12 @@ class DatasetReader(Readable):
             np.concatenate([buf[s:e] for s, e in zip(starts.tolist(), ends.tolist())], out=dst)
         return dst, sizes, common
 
+    def _field_batches(self, names: list[str], idx: np.ndarray,
+                       out: Callable[[int], Any] | None) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
+        """``_field_batch`` of each of ``names`` (``out``: None, or a function giving each
+        field's buffer for its byte count)."""
+        return {name: self._field_batch(name, idx, out) for name in names}
+
     def _cached(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         cached = self._cache.get(name)
         if cached is None:
@@ -1045,9 +1051,9 @@ class Routed(Readable):
         ``int`` and ``float`` as their 8 little-endian bytes)."""
         allocate = None if out is None else allocator(out) if callable(out) else \
             (lambda nbytes: output_view(out, nbytes))
-        got = field_batch_by_handles(self, name, idx, allocate, self._joined_sizes)
+        got = fields_batch_by_handles(self, [name], idx, allocate, self._joined_sizes)
         if got is not None:
-            return got
+            return got[name]
         values = [d[name] for d in self.read(idx, [name])]
         packed = [bytes(v) for v in values] if self.spec[name] == "bytes" else \
             [v.to_bytes(8, "little", signed=True) if isinstance(v, int) else struct.pack("<d", v) for v in values]
@@ -1056,6 +1062,15 @@ class Routed(Readable):
         buf[:] = np.frombuffer(b"".join(packed), np.uint8)
         common = int(sizes[0]) if len(sizes) and (sizes == sizes[0]).all() else -1
         return buf, sizes, common
+
+    def _field_batches(self, names: list[str], idx: np.ndarray,
+                       out: Callable[[int], Any] | None) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
+        """``_field_batch`` of each of ``names`` (``out``: None, or a function giving each
+        field's buffer for its byte count): all by one call through the members' kept
+        handles when they can be, else field by field."""
+        got = fields_batch_by_handles(self, names, idx, None if out is None else allocator(out),
+                                      self._joined_sizes)
+        return got if got is not None else {name: self._field_batch(name, idx, out) for name in names}
 
     def builtin_decoding(self) -> bool:
         """True when every member decodes with the built-in codecs alone (no ``decoders``

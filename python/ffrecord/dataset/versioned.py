@@ -411,6 +411,11 @@ class VersionedReader(ShardedDatasetReader):
         entry = self.manifest.entry(shard.number)
         return [(entry.files[name], path) for name, path in zip(self.manifest.fields, shard.files)]
 
+    def file_readers(self) -> list[FileReader]:
+        """The readers of the files of the shards open now (those the process-wide table
+        holds for this dataset)."""
+        return [r for reader, _ in READERS.readers_of(self._source.owner) for r in reader.file_readers()]
+
     def stats(self) -> dict[str, int]:
         """``open_requests`` (the requests opening the manifest took), ``shards_opened``
         (shard opens, reopens after the table closed one included), ``open_files`` (files

@@ -51,22 +51,24 @@ TIMING_KEYS = _timing.COUNTS + tuple(f"{name}_s" for name in _timing.TIMES)
 class _Publisher:
     """A loader worker's side: adds what its readers counted since the last time to its row.
 
-    Only remote readers count anything (requests, bytes, the chunk cache's hits...), and the
-    readers a dataset holds change only as it opens or closes files: the walk that finds
-    them (every member of a mixture of thousands) is made again only when the process-wide
-    table of open files opened or closed one, or the dataset is another; then a batch costs
-    one look at the remote readers' counters, not a walk and a call per file."""
+    Only remote readers count anything (requests, bytes, the chunk cache's hits...), and a
+    dataset gains remote readers only as it opens remote files: the walk that finds them
+    (every member of a mixture of thousands) is made again only when the process-wide table
+    of open files opened a remote reader, or the dataset is another (local opens, a mixture's
+    first epoch opening its thousand members, made one walk each: quadratic in the members);
+    then a batch costs one look at the remote readers' counters (a reader closed since is
+    passed over), not a walk and a call per file."""
 
     def __init__(self, row: torch.Tensor) -> None:
         self.row = row[:_IO]
         self.last: dict[int, tuple[weakref.ref, list[int]]] = {}
-        self._walked: tuple[Any, ...] | None = None  # (dataset id, the table's opens and closes)
+        self._walked: tuple[Any, ...] | None = None  # (dataset id, the table's remote opens)
         self._remote: list[FileReader] = []
 
     def _remote_readers(self, dataset: Any) -> list[FileReader]:
         from ffrecord.dataset.open_files import READERS
 
-        seen = (id(dataset), READERS.opened, READERS.closed)
+        seen = (id(dataset), READERS.remote_opened)
         if seen != self._walked:
             self._remote = [r for r in _dataset.readers_of(dataset) if any(map(_remote.is_url, r.fnames))]
             self._walked = seen

@@ -124,14 +124,18 @@ class StructuredDataset(torch.utils.data.Dataset):
         names, raw, numbers, rest = self._columns
         idx = self.source._indices(indices)  # the reader's IndexError for a bad index
         others = self.source.read(idx, rest) if rest else []
+        # each column's values read into the slot (a field the source holds in memory is
+        # copied from there), all fields by one call where the source can
+        read = self.source._field_batches([name for name in names if name in raw or name in numbers], idx,
+                                          _transport.slot_bytes)
         batch = Collated()
         for name in names:
             if name in raw:
-                buffer, sizes, common = self._read_into_slot(name, idx)
+                buffer, sizes, common = read[name]
                 batch[name] = (_transport.BytesColumn(buffer, offsets(sizes)) if common < 0
                                else _transport.BytesColumn.equal_sized(buffer, len(idx), common))
             elif name in numbers:
-                batch[name] = self._number_column(name, numbers[name], idx)
+                batch[name] = self._number_column(name, numbers[name], idx, read[name])
             else:
                 batch[name] = default_collate([d[name] for d in others])
         _stats.publish()
@@ -167,17 +171,12 @@ class StructuredDataset(torch.utils.data.Dataset):
         return _transport.TaskGroup(Collated((name, _rows(value, a, b)) for name, value in whole.items())
                                     for a, b in zip(bounds, bounds[1:]))
 
-    def _read_into_slot(self, name: str, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-        """Field ``name``'s values at ``idx`` read by one call into the batch's slot:
-        ``(buffer, sizes, their one size or -1)``, as the field's reader reads a batch (a field
-        the source holds in memory is copied from there)."""
-        return self.source._field_batch(name, idx, _transport.slot_bytes)
-
-    def _number_column(self, name: str, dtype: np.dtype, idx: np.ndarray) -> torch.Tensor:
+    def _number_column(self, name: str, dtype: np.dtype, idx: np.ndarray,
+                       read: tuple[np.ndarray, np.ndarray, int]) -> torch.Tensor:
         """The tensor ``default_collate`` makes of an ``int`` or ``float`` field's values
-        (int64 or float64), read by one call into the slot as the values' 8 bytes each and
-        used as they lie; a value of another size goes the reader's way (its decode error)."""
-        buffer, _, common = self._read_into_slot(name, idx)
+        (int64 or float64): their 8 bytes each as ``read`` into the slot, used as they lie;
+        a value of another size goes the reader's way (its decode error)."""
+        buffer, _, common = read
         if len(idx) and common == 8:
             return torch.from_numpy(buffer.view(dtype))
         return default_collate([d[name] for d in self.source.read(idx, [name])])
