@@ -210,3 +210,38 @@ def test_a_workers_walk_for_remote_readers_is_made_again_only_when_one_opens(tmp
         mix.read([next(k for k in range(len(mix)) if mix.locate(k)[0] == len(paths) - 1)])  # the remote one
         remote = publisher._remote_readers(mix)
         assert len(walks) == 2 and remote and all(f.startswith(f"s3://{name}/m/") for r in remote for f in r.fnames)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_remote_dataset_from_a_manifest_counts_its_requests_past_the_open_files_bound(tmp_path, bucket, workers):
+    """The I/O counters of a dataset opened from a manifest on S3 reach ``loader.stats()``
+    (its shards' readers, which the table of open files opens and closes as they are read),
+    with 0 workers and from worker processes; readers closed mid-epoch take nothing back."""
+    from ffrecord.dataset import ShardedDatasetWriter, max_open_files, open_dataset, set_max_open_files
+    from ffrecord.torch import StructuredDataset
+
+    client, name, opts = bucket
+    local = tmp_path / "ds"
+    with ShardedDatasetWriter(local, {"a": "bytes"}, shardlen=4) as writer:
+        for k in range(24):
+            writer.append({"a": bytes([k]) * 100})
+    for p in local.rglob("*"):
+        if p.is_file():
+            client.upload_file(str(p), name, f"ds/{p.relative_to(local)}")
+    before = max_open_files()
+    set_max_open_files(2)  # 6 shards: most are closed again as the epoch goes
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UncachedRemoteWarning)
+            loader = DataLoader(StructuredDataset(open_dataset(f"s3://{name}/ds", storage_options=opts)),
+                                batch_size=4, shuffle=True, seed=0, num_workers=workers,
+                                **({"timeout": 60} if workers else {}))
+        for _ in range(2):
+            assert sum(len(batch["a"]) for batch in loader) == 24
+        epochs, total = [loader.stats(epoch=e) for e in range(2)], loader.stats()
+    finally:
+        set_max_open_files(before)
+    for epoch in epochs:
+        assert epoch["requests"] > 0 and epoch["bytes_delivered"] > 0, epochs
+    for key in ("requests", "bytes_fetched", "bytes_delivered"):  # the totals count the opens before too
+        assert total[key] >= epochs[0][key] + epochs[1][key], (key, epochs, total)

@@ -170,6 +170,10 @@ class LoaderStats:
         self.fetches_here = timing and workers == 0  # the training thread fetches the batches
         self.last = 0  # when the loop last came back from the loader (its epoch's elapsed time ends there)
         self.runs: list[tuple[int, dict[str, int | float]]] = []  # (epoch, totals as it began), as run
+        # this process's readers as last counted, and the counts of those gone since (closed
+        # by the table of open files): totals never go back
+        self._counted: dict[int, tuple[weakref.ref, dict[str, int | float]]] = {}
+        self._gone = counters.summed([])
 
     def worker_init_fn(self, worker_init_fn: Callable[[int], Any] | None, timed: bool) -> _WorkerStats:
         """``worker_init_fn`` wrapped to give each worker process its row (``timed``: and
@@ -213,13 +217,28 @@ class LoaderStats:
         """The rows and this process's clocks and ``readers`` added up, with the readers'
         ratio and the timings in seconds."""
         sums = self.table.sum(0).tolist() if len(self.table) else [0] * len(COLUMNS)
-        io = counters.summed([dict(zip(_lib.STAT_NAMES, sums[:_IO]))] + [r.stats() for r in readers if not r.closed])
+        io = counters.summed([dict(zip(_lib.STAT_NAMES, sums[:_IO])), self._readers_io(readers)])
         timings = sums[_IO:]
         for clock in ([self.loop] if self.loop else []) + (self.threads or []):
             timings = [a + b for a, b in zip(timings, clock.values())]
         named = dict(zip(_timing.COLUMNS, timings))
         seconds = {f"{name}_s": named[f"{name}_ns"] / 1e9 for name in _timing.TIMES}
         return {**io, **{name: named[name] for name in _timing.COUNTS}, **seconds}
+
+    def _readers_io(self, readers: list[FileReader]) -> dict[str, int | float]:
+        """The counters of ``readers`` (this process's) added up, with those of the readers
+        counted before and closed or gone since, as last counted: a reader the table of open
+        files closes mid-epoch (a dataset of more shards than its bound) takes nothing back.
+        What a reader counts after the last look before it closes (an epoch's start, a
+        ``stats()`` call) is missed, and a reader opened and closed between two looks is not
+        counted: worker processes, which look after every batch, miss far less."""
+        now_open = {id(r): (weakref.ref(r), r.stats()) for r in readers if not r.closed}
+        gone = [counts for key, (ref, counts) in self._counted.items()
+                if key not in now_open or now_open[key][0]() is not ref()]
+        if gone:
+            self._gone = counters.summed([self._gone, *gone])
+        self._counted = now_open
+        return counters.summed([self._gone, *(counts for _, counts in now_open.values())])
 
     def epoch(self, epoch: int, readers: list[FileReader]) -> dict[str, int | float]:
         """What epoch ``epoch`` (its latest run) added: the totals as the next epoch began,
