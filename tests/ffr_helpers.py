@@ -21,6 +21,7 @@ import numpy as np
 
 import ffrecord
 from ffrecord import FileWriter
+from ffrecord._processes import frozen_objects
 
 
 def payload(index: int, size: int) -> bytes:
@@ -98,26 +99,19 @@ def run_in_child(body: Callable[[], None], timeout: float = 60.0) -> None:
     never finalizes what earlier tests left (Ray's gRPC clients crash in a forked child).
     """
     read_end, write_end = os.pipe()
-    freeze = not gc.get_freeze_count()  # in a child: its parent's objects are frozen already
-    if freeze:
-        gc.freeze()
-    pid = -1
-    try:
+    with frozen_objects():  # the child never leaves this block: it keeps them frozen
         pid = os.fork()
-    finally:
-        if freeze and pid != 0:  # the child keeps them frozen
-            gc.unfreeze()
-    if pid == 0:  # child: never return into pytest
-        status = 0
-        try:
-            os.close(read_end)
-            faulthandler.enable(write_end, all_threads=True)
-            body()
-        except BaseException:  # noqa: BLE001 - report everything to the parent
-            os.write(write_end, traceback.format_exc().encode())
-            status = 1
-        finally:
-            os._exit(status)
+        if pid == 0:  # child: never return into pytest
+            status = 0
+            try:
+                os.close(read_end)
+                faulthandler.enable(write_end, all_threads=True)
+                body()
+            except BaseException:  # noqa: BLE001 - report everything to the parent
+                os.write(write_end, traceback.format_exc().encode())
+                status = 1
+            finally:
+                os._exit(status)
     os.close(write_end)
     try:
         status = wait_bounded(pid, timeout)

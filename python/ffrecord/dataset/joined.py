@@ -107,10 +107,10 @@ def _read_pairs(dll: Any, handles: np.ndarray, local: np.ndarray, sizes: dict[st
 def _read_sized(dll: Any, handles: np.ndarray, local: np.ndarray, per_sample: dict[str, int],
                 name: str) -> tuple[np.ndarray, np.ndarray] | None:
     """Sample ``local[k]`` of reader ``handles[k]`` for every k, back to back into a new
-    buffer, in one call (two when the bytes per sample of field ``name``'s last such read,
-    which ``per_sample`` keeps, and a quarter more, are too few: the first then sizes
-    them): the buffer, cut to the samples, and their sizes; None when a reader was closed
-    meanwhile."""
+    buffer, in one call (two when the bytes per sample of the last such read of ``name`` (a
+    field, or several joined by NULs), which ``per_sample`` keeps, and a quarter more, are
+    too few: the first then sizes them): the buffer, cut to the samples, and their sizes;
+    None when a reader was closed meanwhile."""
     handles = np.ascontiguousarray(handles, np.int64)
     idx = np.ascontiguousarray(local, np.uint64)
     sizes = np.empty(len(idx), np.uint64)
@@ -232,10 +232,11 @@ def fields_batch_by_handles(routed: Any, names: list[str], idx: np.ndarray,
         table.forget()
         return None
     buf, each = read
-    ends = np.cumsum([int(each[k * pairs:(k + 1) * pairs].sum()) for k in range(len(names))]).tolist()
+    each = each.reshape(len(names), pairs)  # a row of sizes per field
+    ends = np.cumsum(each.sum(axis=1, dtype=np.int64)).tolist()
     out = {}
-    for k, (name, start, end) in enumerate(zip(names, [0, *ends], ends)):
-        values, counts = buf[start:end], each[k * pairs:(k + 1) * pairs]
+    for name, counts, start, end in zip(names, each, [0, *ends], ends):
+        values = buf[start:end]
         if allocate is not None:
             into = allocate(len(values))[:len(values)]
             into[:] = values
